@@ -1,0 +1,55 @@
+# Z29C — the two commands a new machine needs:
+#   make run    install what is missing, build, start the console on a private PostgreSQL cluster
+#   make test   formatting, lints, every Rust test against real PostgreSQL, the browser tests
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+export CARGO_TARGET_DIR ?= $(CURDIR)/target
+export LEPTOS_SITE_ROOT ?= $(CURDIR)/target/site
+PROFILE ?= debug
+Z29C := $(CARGO_TARGET_DIR)/$(PROFILE)/z29c
+LEPTOS_FLAGS := $(if $(filter release,$(PROFILE)),--release,)
+TOOLS := $(if $(filter release,$(PROFILE)),release,build)
+
+.PHONY: help run build test lint unit e2e sqlx-prepare clean
+
+help:
+	@echo "make run     build and serve the console at http://\$${Z29C_ADDR:-127.0.0.1:3000} (PROFILE=release for an optimised build)"
+	@echo "make test    every check and test: fmt, clippy, .sqlx, Rust tests, browser tests"
+
+## Build the server and the hydrating wasm together (they must come from one build).
+build:
+	scripts/ensure-tools.sh $(TOOLS)
+	cargo leptos build $(LEPTOS_FLAGS)
+
+run: build
+	$(Z29C) serve
+
+test:
+	scripts/ensure-tools.sh test
+	$(MAKE) --no-print-directory lint build
+	$(Z29C) db exec -- $(MAKE) --no-print-directory unit e2e
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	cargo clippy -p app --no-default-features --features hydrate --target wasm32-unknown-unknown -- -D warnings
+
+## Needs DATABASE_URL (make test provides a private cluster through `z29c db exec`).
+unit:
+	cargo sqlx migrate run --source migrations
+	cargo sqlx prepare --workspace --check
+	cargo nextest run --workspace --no-fail-fast
+
+e2e:
+	Z29C_BIN=$(Z29C) end2end/run.sh
+
+## Refreshes .sqlx/ after a query changes: `z29c db exec -- make sqlx-prepare`.
+sqlx-prepare:
+	cargo sqlx migrate run --source migrations
+	cargo sqlx prepare --workspace
+
+clean:
+	cargo clean
+	rm -rf target/site end2end/node_modules end2end/test-results

@@ -1,0 +1,47 @@
+//! The one error type server functions return to the browser.
+
+use leptos::server_fn::codec::JsonEncoding;
+use leptos::server_fn::error::{FromServerFnError, ServerFnErrorErr};
+use serde::{Deserialize, Serialize};
+
+/// What the console tells a person when an action or a page cannot be served.
+///
+/// Database and driver errors never reach the browser as text: they are logged on the server
+/// and arrive as [`ConsoleError::Internal`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum ConsoleError {
+    /// The thing asked for does not exist.
+    #[error("not found")]
+    NotFound,
+    /// The signed-in person's role does not allow this.
+    #[error("your role does not allow this")]
+    Forbidden,
+    /// Someone else changed the thing first, or the page was stale.
+    #[error("{reason}")]
+    Conflict { reason: String },
+    /// The adapter's contract does not permit this action in this state.
+    #[error("not permitted by the adapter's contract: {why}")]
+    NotPermittedByContract { why: String },
+    /// Something failed on the server; the details are in its log.
+    #[error("something went wrong on the server; the details are in its log")]
+    Internal,
+    /// The request never reached the server function (network, encoding).
+    #[error("the request could not be completed: {0}")]
+    Transport(String),
+}
+
+impl FromServerFnError for ConsoleError {
+    type Encoder = JsonEncoding;
+
+    fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
+        ConsoleError::Transport(value.to_string())
+    }
+}
+
+#[cfg(feature = "ssr")]
+impl From<sqlx::Error> for ConsoleError {
+    fn from(error: sqlx::Error) -> Self {
+        tracing::error!(%error, "database error in a server function");
+        ConsoleError::Internal
+    }
+}

@@ -1,0 +1,23 @@
+use leptos::prelude::*;
+
+use super::types::StateCount;
+use crate::error::ConsoleError;
+
+/// The number of workflows in every state, zero included, in the console's order.
+#[server(prefix = "/fn")]
+pub async fn workflow_counts() -> Result<Vec<StateCount>, ConsoleError> {
+    use engine::domain::WorkflowState;
+
+    let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
+    let counted = engine::store::workflow::count_by_state(&pool).await?;
+    Ok(WorkflowState::ALL
+        .into_iter()
+        .map(|state| StateCount {
+            state,
+            count: counted
+                .iter()
+                .find_map(|&(s, n)| (s == state).then_some(n))
+                .unwrap_or(0),
+        })
+        .collect())
+}

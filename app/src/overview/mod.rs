@@ -1,0 +1,5 @@
+//! The overview: how many workflows are in each state.
+
+pub mod api;
+pub mod components;
+pub mod types;

@@ -1,0 +1,71 @@
+//! The HTML document, the layout every page shares, and the routes.
+
+use leptos::prelude::*;
+use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_router::components::{A, Route, Router, Routes};
+use leptos_router::{SsrMode, path};
+
+use crate::overview::components::OverviewPage;
+
+/// The whole HTML document, rendered on the server around [`App`].
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8" />
+                <meta name="viewport" content="width=device-width, initial-scale=1" />
+                <link rel="icon" href="data:," />
+                <AutoReload options=options.clone() />
+                <HydrationScripts options />
+                <MetaTags />
+            </head>
+            <body>
+                <App />
+            </body>
+        </html>
+    }
+}
+
+/// The console: layout, navigation and pages.
+///
+/// Pages render in `SsrMode::Async`: the server waits for their data and sends complete HTML, so
+/// every page reads (and every form posts) without JavaScript; the wasm then hydrates it.
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    view! {
+        <Stylesheet id="leptos" href="/pkg/z29c.css" />
+        <Title text="Z29C recovery console" />
+        <Router>
+            <header class="topbar">
+                <A href="/" attr:class="brand">
+                    "Z29C"
+                </A>
+                <nav aria-label="Console">
+                    <A href="/">"Overview"</A>
+                </nav>
+            </header>
+            <main>
+                <Routes fallback=NotFound>
+                    <Route path=path!("/") view=OverviewPage ssr=SsrMode::Async />
+                </Routes>
+            </main>
+        </Router>
+    }
+}
+
+/// Shown for any path the console does not know; answers 404 during server rendering.
+#[component]
+fn NotFound() -> impl IntoView {
+    #[cfg(feature = "ssr")]
+    if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+        response.set_status(http::StatusCode::NOT_FOUND);
+    }
+    view! {
+        <section class="page">
+            <h1>"Page not found"</h1>
+            <p>"Nothing lives at this address. " <A href="/">"Go to the overview"</A> "."</p>
+        </section>
+    }
+}

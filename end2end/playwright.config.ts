@@ -1,0 +1,31 @@
+import { defineConfig } from '@playwright/test';
+
+// The server is started by run.sh (the real `z29c serve` on its own private cluster);
+// global-setup waits until it is ready. Chromium is Debian's: Playwright downloads nothing.
+const baseURL = process.env.Z29C_BASE_URL ?? 'http://127.0.0.1:3100';
+
+export default defineConfig({
+  testDir: './tests',
+  globalSetup: './global-setup.ts',
+  workers: 1,
+  retries: 0,
+  timeout: 30_000,
+  reporter: [['list']],
+  use: {
+    baseURL,
+    browserName: 'chromium',
+    launchOptions: {
+      executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+    },
+  },
+});

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs the browser tests against the real server: `z29c serve` with no DATABASE_URL, so it
+# starts its own private PostgreSQL cluster in a throwaway directory, exactly as `make run` does.
+# Afterwards it stops the server with SIGTERM and checks the cluster was shut down with it.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bin=${Z29C_BIN:?set Z29C_BIN to the z29c binary built by cargo leptos}
+site_root=${LEPTOS_SITE_ROOT:?set LEPTOS_SITE_ROOT to the site cargo leptos built}
+addr=${Z29C_E2E_ADDR:-127.0.0.1:3100}
+
+work=$(mktemp -d /tmp/z29c-e2e.XXXXXX)
+chmod 755 "$work"   # the cluster may run as the postgres user
+server_pid=
+cleanup() {
+  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then kill -TERM "$server_pid"; wait "$server_pid" || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+env -u DATABASE_URL Z29C_PG_DATA="$work/pg" Z29C_ADDR="$addr" LEPTOS_SITE_ROOT="$site_root" \
+  "$bin" serve >"$work/server.log" 2>&1 &
+server_pid=$!
+
+status=0
+(cd "$here" && Z29C_BASE_URL="http://$addr" npx playwright test "$@") || status=$?
+
+kill -TERM "$server_pid"
+wait "$server_pid" || { echo "z29c serve did not exit cleanly:"; cat "$work/server.log"; exit 1; }
+server_pid=
+if pg_ctl_out=$(ls "$work/pg/postmaster.pid" 2>/dev/null); then
+  echo "the private cluster was still running after the server stopped ($pg_ctl_out)"; cat "$work/server.log"; exit 1
+fi
+if [ "$status" -ne 0 ]; then echo "--- server log"; tail -n 50 "$work/server.log"; fi
+exit "$status"

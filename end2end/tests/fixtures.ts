@@ -1,0 +1,32 @@
+import { test as base, expect } from '@playwright/test';
+
+// Every page must load without a console error or a failed (4xx/5xx) response.
+// A test that expects a failed response names its path in `allowedFailures`.
+export const test = base.extend<{ allowedFailures: string[]; problems: string[] }>({
+  allowedFailures: [[], { option: true }],
+  problems: [
+    async ({ page, allowedFailures }, use) => {
+      const problems: string[] = [];
+      const allowed = (url: string) => url !== '' && allowedFailures.includes(new URL(url).pathname);
+      page.on('console', (message) => {
+        // Chromium reports every failed load as a console error too.
+        const expectedFailure = message.text().startsWith('Failed to load resource') && allowed(message.location().url);
+        if (message.type() === 'error' && !expectedFailure) problems.push(`console: ${message.text()}`);
+      });
+      page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+      page.on('response', (response) => {
+        if (response.status() >= 400 && !allowed(response.url())) problems.push(`${response.status()} ${response.url()}`);
+      });
+      await use(problems);
+      expect(problems, 'console errors or failed responses').toEqual([]);
+    },
+    { auto: true },
+  ],
+});
+
+export { expect };
+
+// Waits until the wasm has hydrated the server-rendered page.
+export async function hydrated(page: import('@playwright/test').Page) {
+  await expect(page.locator('body')).toHaveAttribute('data-hydrated', 'true');
+}

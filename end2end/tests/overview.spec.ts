@@ -1,0 +1,30 @@
+import { test, expect, hydrated } from './fixtures';
+
+test('the overview is rendered by the server before any script runs', async ({ browser }) => {
+  const context = await browser.newContext({ javaScriptEnabled: false });
+  const page = await context.newPage();
+  await page.goto('/');
+  await expect(page.getByRole('heading', { name: 'Overview' })).toBeVisible();
+  await expect(page.getByRole('table', { name: 'Workflows by state' })).toBeVisible();
+  await expect(page.getByTestId('total')).toHaveText(/^\d+$/);
+  await context.close();
+});
+
+test('the overview hydrates and refreshes its counts in the browser', async ({ page }) => {
+  await page.goto('/');
+  await hydrated(page);
+  await expect(page.getByTestId('refreshes')).toHaveText('Counts as rendered by the server.');
+  await page.getByRole('button', { name: 'Refresh counts' }).click();
+  await expect(page.getByTestId('refreshes')).toHaveText('Refreshed once in this page.');
+  await expect(page.getByRole('table', { name: 'Workflows by state' })).toBeVisible();
+});
+
+test.describe('an unknown address', () => {
+  test.use({ allowedFailures: ['/no/such/page'] });
+
+  test('shows the not-found page with status 404', async ({ page }) => {
+    const response = await page.goto('/no/such/page');
+    expect(response?.status()).toBe(404);
+    await expect(page.getByRole('heading', { name: 'Page not found' })).toBeVisible();
+  });
+});

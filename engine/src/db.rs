@@ -1,0 +1,66 @@
+//! Connecting to Z29C's database and keeping its schema current.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+/// The migrations in `migrations/`, embedded in the binary.
+pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
+
+/// Errors while reaching or preparing the database.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// The server could not be reached or refused the query.
+    #[error("database error: {0}")]
+    Sqlx(#[from] sqlx::Error),
+    /// A migration could not be applied.
+    #[error("migration error: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+/// Opens a pool on `url` sized for `max_connections` and applies pending migrations.
+pub async fn connect_and_migrate(url: &str, max_connections: u32) -> Result<PgPool, DbError> {
+    let options: PgConnectOptions = url.parse()?;
+    let pool = PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options.application_name("z29c"))
+        .await?;
+    MIGRATOR.run(&pool).await?;
+    Ok(pool)
+}
+
+/// What `/readyz` reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    /// The database answers and every embedded migration is applied.
+    Ready,
+    /// The database answers but its schema is behind this binary.
+    MigrationsPending { applied: i64, expected: i64 },
+}
+
+/// Checks that the database answers and that every embedded migration has been applied.
+pub async fn readiness(pool: &PgPool) -> Result<Readiness, DbError> {
+    let expected = MIGRATOR
+        .iter()
+        .filter(|m| m.migration_type.is_up_migration())
+        .count() as i64;
+    let bookkept =
+        sqlx::query_scalar!(r#"select to_regclass('_sqlx_migrations') is not null as "bookkept!""#)
+            .fetch_one(pool)
+            .await?;
+    let applied = if bookkept {
+        sqlx::query_scalar!(r#"select count(*) as "applied!" from _sqlx_migrations where success"#)
+            .fetch_one(pool)
+            .await?
+    } else {
+        0
+    };
+    if applied >= expected {
+        Ok(Readiness::Ready)
+    } else {
+        Ok(Readiness::MigrationsPending { applied, expected })
+    }
+}

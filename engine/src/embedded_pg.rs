@@ -1,0 +1,361 @@
+//! A private PostgreSQL cluster, started from the machine's own PostgreSQL binaries.
+//!
+//! Used when no `DATABASE_URL` is given (`z29c serve`, `make run`) and by `z29c db exec`, which
+//! gives the test suite one throwaway cluster per run. The cluster listens on a free loopback
+//! port only (no unix socket), trusts local connections, and is stopped with `pg_ctl stop -m
+//! fast` by [`EmbeddedPostgres::stop`] or, as a last resort, when the value is dropped.
+//!
+//! `initdb` refuses to run as root, so when Z29C runs as root the cluster runs as the `postgres`
+//! system user (created by Debian's PostgreSQL packages) and its data directory is owned by it.
+
+use std::ffi::OsStr;
+use std::net::{Ipv4Addr, TcpListener};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use nix::unistd::{Gid, Uid, User};
+use sqlx::{Connection, PgConnection};
+use tokio::process::Command;
+
+/// The sentence shown when the machine has no PostgreSQL server binaries.
+pub const MISSING_BINARIES: &str = "No PostgreSQL server binaries (initdb, pg_ctl) were found on \
+     PATH or under /usr/lib/postgresql/*/bin: install them (Debian/Ubuntu: `apt-get install \
+     postgresql`) or set DATABASE_URL to a PostgreSQL server Z29C may use.";
+
+/// Why the private cluster could not be started or used.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbeddedPgError {
+    /// `initdb` or `pg_ctl` is not installed.
+    #[error("{MISSING_BINARIES}")]
+    MissingBinaries,
+    /// Running as root and no unprivileged `postgres` user exists to own the cluster.
+    #[error(
+        "running as root, and PostgreSQL refuses to run as root: create the `postgres` system user \
+         (it comes with Debian's postgresql package) or run Z29C as an unprivileged user"
+    )]
+    NoUnprivilegedUser,
+    /// A PostgreSQL tool ran and reported an error.
+    #[error("`{tool}` failed (see {log}): {stderr}")]
+    Tool {
+        tool: &'static str,
+        log: String,
+        stderr: String,
+    },
+    /// Creating or changing the data directory failed.
+    #[error("cannot prepare the data directory {path}: {source}")]
+    DataDir {
+        path: String,
+        source: std::io::Error,
+    },
+    /// Starting a tool or finding a free port failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The cluster started but did not accept the connection Z29C needs.
+    #[error("the private cluster started but refused a connection: {0}")]
+    Connect(#[from] sqlx::Error),
+}
+
+/// Tuning for a cluster whose contents may be thrown away (tests): no fsync, no full-page writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// PostgreSQL's defaults: every commit reaches the disk.
+    Durable,
+    /// For throwaway test clusters only: a crash may lose or corrupt data.
+    Throwaway,
+}
+
+/// The PostgreSQL server binaries of this machine.
+#[derive(Debug, Clone)]
+pub struct PgBinaries {
+    dir: PathBuf,
+}
+
+impl PgBinaries {
+    /// Finds `initdb` and `pg_ctl` on PATH (following symlinks to their real directory) or in
+    /// the newest `/usr/lib/postgresql/<major>/bin`.
+    pub fn locate() -> Result<Self, EmbeddedPgError> {
+        let on_path = std::env::var_os("PATH")
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .map(|dir| dir.join("initdb"))
+            .find(|p| p.is_file())
+            .and_then(|p| std::fs::canonicalize(p).ok())
+            .and_then(|p| p.parent().map(Path::to_path_buf));
+        let dir = on_path
+            .filter(|dir| dir.join("pg_ctl").is_file())
+            .or_else(newest_debian_bin_dir)
+            .ok_or(EmbeddedPgError::MissingBinaries)?;
+        Ok(Self { dir })
+    }
+
+    fn tool(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+fn newest_debian_bin_dir() -> Option<PathBuf> {
+    let mut majors: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let major = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            (bin.join("initdb").is_file() && bin.join("pg_ctl").is_file()).then_some((major, bin))
+        })
+        .collect();
+    majors.sort();
+    majors.pop().map(|(_, bin)| bin)
+}
+
+/// The account the cluster's processes run as.
+#[derive(Debug, Clone, Copy)]
+enum RunAs {
+    CurrentUser,
+    Other { uid: Uid, gid: Gid },
+}
+
+impl RunAs {
+    fn for_this_process() -> Result<Self, EmbeddedPgError> {
+        if !Uid::effective().is_root() {
+            return Ok(RunAs::CurrentUser);
+        }
+        let user = User::from_name("postgres")
+            .ok()
+            .flatten()
+            .ok_or(EmbeddedPgError::NoUnprivilegedUser)?;
+        Ok(RunAs::Other {
+            uid: user.uid,
+            gid: user.gid,
+        })
+    }
+
+    fn command(self, program: impl AsRef<OsStr>) -> Command {
+        let mut cmd = Command::new(program);
+        // initdb and postgres resolve the working directory; root's may be closed to them.
+        cmd.current_dir("/").kill_on_drop(true);
+        if let RunAs::Other { uid, gid } = self {
+            cmd.uid(uid.as_raw()).gid(gid.as_raw());
+        }
+        cmd
+    }
+
+    fn std_command(self, program: impl AsRef<OsStr>) -> std::process::Command {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = std::process::Command::new(program);
+        cmd.current_dir("/");
+        if let RunAs::Other { uid, gid } = self {
+            cmd.uid(uid.as_raw()).gid(gid.as_raw());
+        }
+        cmd
+    }
+
+    fn own(self, path: &Path) -> Result<(), EmbeddedPgError> {
+        if let RunAs::Other { uid, gid } = self {
+            nix::unistd::chown(path, Some(uid), Some(gid)).map_err(|e| {
+                EmbeddedPgError::DataDir {
+                    path: path.display().to_string(),
+                    source: e.into(),
+                }
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// A running private cluster.
+#[derive(Debug)]
+pub struct EmbeddedPostgres {
+    bins: PgBinaries,
+    data_dir: PathBuf,
+    port: u16,
+    run_as: RunAs,
+    running: bool,
+}
+
+impl EmbeddedPostgres {
+    /// Starts a cluster in `data_dir`, creating it with `initdb` when the directory holds none.
+    /// A server left running in that directory by an earlier, killed process is stopped first.
+    pub async fn start(
+        data_dir: impl AsRef<Path>,
+        durability: Durability,
+    ) -> Result<Self, EmbeddedPgError> {
+        let bins = PgBinaries::locate()?;
+        let run_as = RunAs::for_this_process()?;
+        let data_dir = absolute(data_dir.as_ref())?;
+        let mut pg = Self {
+            bins,
+            data_dir,
+            port: free_loopback_port()?,
+            run_as,
+            running: false,
+        };
+        if !pg.data_dir.join("PG_VERSION").is_file() {
+            pg.init().await?;
+        } else if pg.pg_ctl(&["status"]).await?.status.success() {
+            tracing::warn!(data_dir = %pg.data_dir.display(), "stopping a server left running by an earlier process");
+            pg.stop_server().await?;
+        }
+        pg.start_server(durability).await?;
+        pg.running = true;
+        Ok(pg)
+    }
+
+    async fn init(&self) -> Result<(), EmbeddedPgError> {
+        let prepare = |path: &Path| -> Result<(), EmbeddedPgError> {
+            std::fs::create_dir_all(path)
+                .and_then(|()| {
+                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+                })
+                .map_err(|source| EmbeddedPgError::DataDir {
+                    path: path.display().to_string(),
+                    source,
+                })
+        };
+        prepare(&self.data_dir)?;
+        self.run_as.own(&self.data_dir)?;
+        let output = self
+            .run_as
+            .command(self.bins.tool("initdb"))
+            .arg("-D")
+            .arg(&self.data_dir)
+            .args([
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--locale=C",
+            ])
+            .output()
+            .await?;
+        check("initdb", &self.data_dir, output)
+    }
+
+    async fn start_server(&self, durability: Durability) -> Result<(), EmbeddedPgError> {
+        let mut options = format!(
+            "-c listen_addresses=127.0.0.1 -p {} -c unix_socket_directories='' -c max_connections=300",
+            self.port
+        );
+        if durability == Durability::Throwaway {
+            options.push_str(" -c fsync=off -c synchronous_commit=off -c full_page_writes=off");
+        }
+        let log = self.log_file();
+        let output = self
+            .run_as
+            .command(self.bins.tool("pg_ctl"))
+            .arg("-D")
+            .arg(&self.data_dir)
+            .arg("-l")
+            .arg(&log)
+            .args(["-o", &options, "-w", "-t", "60", "start"])
+            .output()
+            .await?;
+        check("pg_ctl start", &self.data_dir, output)
+    }
+
+    async fn stop_server(&self) -> Result<(), EmbeddedPgError> {
+        let output = self.pg_ctl(&["-m", "fast", "-w", "stop"]).await?;
+        check("pg_ctl stop", &self.data_dir, output)
+    }
+
+    async fn pg_ctl(&self, args: &[&str]) -> std::io::Result<Output> {
+        self.run_as
+            .command(self.bins.tool("pg_ctl"))
+            .arg("-D")
+            .arg(&self.data_dir)
+            .args(args)
+            .output()
+            .await
+    }
+
+    fn log_file(&self) -> PathBuf {
+        self.data_dir.join("server.log")
+    }
+
+    /// The loopback port the cluster listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The data directory of the cluster.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// A connection URL for `database` on this cluster.
+    pub fn url(&self, database: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+    }
+
+    /// Creates `database` unless it exists, and returns its URL.
+    pub async fn ensure_database(&self, database: &str) -> Result<String, EmbeddedPgError> {
+        let mut conn = PgConnection::connect(&self.url("postgres")).await?;
+        let exists = sqlx::query_scalar!(
+            r#"select exists(select 1 from pg_database where datname = $1) as "exists!""#,
+            database
+        )
+        .fetch_one(&mut conn)
+        .await?;
+        if !exists {
+            // Identifiers cannot be bound as parameters; quote it as PostgreSQL's quote_ident does.
+            let ident = format!("\"{}\"", database.replace('"', "\"\""));
+            sqlx::raw_sql(&format!("create database {ident}"))
+                .execute(&mut conn)
+                .await?;
+        }
+        conn.close().await?;
+        Ok(self.url(database))
+    }
+
+    /// Stops the cluster and waits until it has shut down.
+    pub async fn stop(mut self) -> Result<(), EmbeddedPgError> {
+        self.running = false;
+        self.stop_server().await
+    }
+}
+
+impl Drop for EmbeddedPostgres {
+    fn drop(&mut self) {
+        if self.running {
+            // Last resort (a panic or an early return): never leave a server behind.
+            let _ = self
+                .run_as
+                .std_command(self.bins.tool("pg_ctl"))
+                .arg("-D")
+                .arg(&self.data_dir)
+                .args(["-m", "immediate", "-w", "stop"])
+                .output();
+        }
+    }
+}
+
+fn check(tool: &'static str, data_dir: &Path, output: Output) -> Result<(), EmbeddedPgError> {
+    if output.status.success() {
+        return Ok(());
+    }
+    let mut stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+    if stderr.is_empty() {
+        stderr = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    }
+    Err(EmbeddedPgError::Tool {
+        tool,
+        log: data_dir.join("server.log").display().to_string(),
+        stderr,
+    })
+}
+
+fn absolute(path: &Path) -> Result<PathBuf, EmbeddedPgError> {
+    Ok(if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(path)
+    })
+}
+
+fn free_loopback_port() -> std::io::Result<u16> {
+    // The port is released before PostgreSQL binds it; another process taking it in between
+    // makes `pg_ctl start` fail with a clear message rather than connect somewhere else.
+    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+        .local_addr()?
+        .port())
+}

@@ -1,0 +1,73 @@
+//! The private cluster Z29C starts when no DATABASE_URL is given.
+
+use engine::db::{Readiness, connect_and_migrate, readiness};
+use engine::embedded_pg::{Durability, EmbeddedPostgres};
+use std::os::unix::fs::PermissionsExt;
+
+fn cluster_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    // When the tests run as root the cluster runs as `postgres`, which must reach the directory.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn a_private_cluster_starts_migrates_keeps_its_data_across_restarts_and_stops() {
+    let dir = cluster_dir();
+    let data = dir.path().join("pg");
+
+    let cluster = EmbeddedPostgres::start(&data, Durability::Durable)
+        .await
+        .unwrap();
+    let url = cluster.ensure_database("z29c").await.unwrap();
+    let pool = connect_and_migrate(&url, 2).await.unwrap();
+    assert_eq!(readiness(&pool).await.unwrap(), Readiness::Ready);
+    sqlx::query(
+        "insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest)
+         values (gen_random_uuid(), 'k-1', 'document_delivery', 1, '{}', 'sha256:' || repeat('0', 64))",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    let first_port = cluster.port();
+    cluster.stop().await.unwrap();
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", first_port)).is_err(),
+        "the stopped cluster still accepts connections"
+    );
+
+    let cluster = EmbeddedPostgres::start(&data, Durability::Durable)
+        .await
+        .unwrap();
+    let url = cluster.ensure_database("z29c").await.unwrap();
+    let pool = connect_and_migrate(&url, 2).await.unwrap();
+    let kept: i64 = sqlx::query_scalar("select count(*) from workflow where creation_key = 'k-1'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(kept, 1, "the workflow written before the restart is gone");
+    pool.close().await;
+    cluster.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_cluster_left_running_by_a_killed_process_is_taken_over() {
+    let dir = cluster_dir();
+    let data = dir.path().join("pg");
+
+    let abandoned = EmbeddedPostgres::start(&data, Durability::Throwaway)
+        .await
+        .unwrap();
+    // Simulate a process killed without cleanup: the server keeps running, nobody stops it.
+    std::mem::forget(abandoned);
+
+    let cluster = EmbeddedPostgres::start(&data, Durability::Throwaway)
+        .await
+        .unwrap();
+    let url = cluster.ensure_database("z29c").await.unwrap();
+    let pool = connect_and_migrate(&url, 1).await.unwrap();
+    assert_eq!(readiness(&pool).await.unwrap(), Readiness::Ready);
+    pool.close().await;
+    cluster.stop().await.unwrap();
+}

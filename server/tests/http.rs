@@ -1,0 +1,88 @@
+//! The HTTP surface, driven in-process through the router.
+
+use axum::body::Body;
+use http::{Request, StatusCode};
+use leptos::prelude::LeptosOptions;
+use server::http::{AppState, router};
+use sqlx::PgPool;
+use tower::ServiceExt;
+
+fn app(pool: PgPool) -> axum::Router {
+    router(AppState {
+        pool,
+        leptos_options: LeptosOptions::builder().output_name("z29c").build(),
+    })
+}
+
+async fn get(pool: PgPool, uri: &str) -> (StatusCode, String) {
+    let response = app(pool)
+        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, String::from_utf8(body.to_vec()).unwrap())
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn readyz_answers_ready_on_a_migrated_database(pool: PgPool) {
+    assert_eq!(
+        get(pool, "/readyz").await,
+        (StatusCode::OK, "ready\n".into())
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn readyz_refuses_while_migrations_are_pending(pool: PgPool) {
+    let (status, body) = get(pool, "/readyz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(body.starts_with("not ready: 0 of "), "{body}");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn readyz_refuses_when_the_database_is_gone(pool: PgPool) {
+    pool.close().await;
+    let (status, body) = get(pool, "/readyz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body, "not ready: the database does not answer\n");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn healthz_answers_while_the_process_is_up(pool: PgPool) {
+    assert_eq!(get(pool, "/healthz").await, (StatusCode::OK, "ok\n".into()));
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_overview_is_rendered_on_the_server_with_counts_from_the_database(pool: PgPool) {
+    for (key, state) in [("a", "pending"), ("b", "completed"), ("c", "completed")] {
+        sqlx::query(
+            "insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest, state)
+             values (gen_random_uuid(), $1, 'document_delivery', 1, '{}', 'sha256:' || repeat('0', 64), $2::workflow_state)",
+        )
+        .bind(key)
+        .bind(state)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    let (status, html) = get(pool, "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("Workflows by state"), "{html}");
+    assert!(
+        html.contains(r#"<td data-testid="total" class="num">3</td>"#),
+        "{html}"
+    );
+    assert!(
+        html.contains("/pkg/z29c.js"),
+        "the page does not load the hydration script"
+    );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn an_unknown_page_answers_404(pool: PgPool) {
+    let (status, html) = get(pool, "/no/such/page").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(html.contains("Page not found"), "{html}");
+}
