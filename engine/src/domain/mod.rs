@@ -3,6 +3,16 @@
 //! Nothing here performs I/O, so the same code runs in workers, in server functions and in the
 //! browser. With the `runtime` feature the enums also map to their PostgreSQL enum types.
 
+pub mod actions;
+pub mod contract;
+pub mod identity;
+pub mod outcome;
+pub mod recovery;
 mod state;
 
-pub use state::WorkflowState;
+pub use actions::{OperatorAction, Role, StepFacts, permitted_actions};
+pub use contract::{Compensation, ContractKind, SideEffectContract, UnknownOutcomePolicy};
+pub use identity::{InputDigest, RequestKey, StepKey};
+pub use outcome::{AttemptOutcome, TransportObservation};
+pub use recovery::{LookupAnswer, RecoveryDecision, ReviewReason, decide_after_unknown};
+pub use state::{StepState, WorkflowState};

@@ -45,6 +45,85 @@ impl WorkflowState {
     }
 }
 
+/// Where one logical step stands. Mirrors the PostgreSQL enum `step_state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "runtime", derive(sqlx::Type))]
+#[cfg_attr(
+    feature = "runtime",
+    sqlx(type_name = "step_state", rename_all = "snake_case")
+)]
+#[serde(rename_all = "snake_case")]
+pub enum StepState {
+    /// Waiting for the receipt fields it requires from the steps it depends on.
+    Blocked,
+    /// May be claimed by a worker.
+    Ready,
+    /// Leased by a worker that has not yet persisted a request identity.
+    Running,
+    /// The request identity is durable and the call may be in flight.
+    Invoking,
+    /// The call's outcome is unknown and automatic recovery (replay or query) is under way.
+    OutcomeUnknown,
+    /// The outcome cannot be verified automatically: a person must decide.
+    ReviewRequired,
+    /// A receipt proves the effect.
+    Succeeded,
+    /// A person accepted the residual uncertainty; a waiver names it.
+    Waived,
+    /// The destination durably rejected the request.
+    Rejected,
+    /// Stopped on request before (or instead of) any further effect.
+    Cancelled,
+}
+
+impl StepState {
+    /// Every state.
+    pub const ALL: [StepState; 10] = [
+        StepState::Blocked,
+        StepState::Ready,
+        StepState::Running,
+        StepState::Invoking,
+        StepState::OutcomeUnknown,
+        StepState::ReviewRequired,
+        StepState::Succeeded,
+        StepState::Waived,
+        StepState::Rejected,
+        StepState::Cancelled,
+    ];
+
+    /// The label people see. Unknown is never called failed.
+    pub fn label(self) -> &'static str {
+        match self {
+            StepState::Blocked => "Waiting for an earlier step",
+            StepState::Ready => "Ready",
+            StepState::Running => "Starting",
+            StepState::Invoking => "Waiting for the destination",
+            StepState::OutcomeUnknown => "Outcome unknown; checking",
+            StepState::ReviewRequired => "Review required",
+            StepState::Succeeded => "Succeeded",
+            StepState::Waived => "Waived",
+            StepState::Rejected => "Rejected by the destination",
+            StepState::Cancelled => "Cancelled",
+        }
+    }
+
+    /// No worker will act on the step again without a person.
+    pub fn is_final(self) -> bool {
+        match self {
+            StepState::Succeeded
+            | StepState::Waived
+            | StepState::Rejected
+            | StepState::Cancelled => true,
+            StepState::Blocked
+            | StepState::Ready
+            | StepState::Running
+            | StepState::Invoking
+            | StepState::OutcomeUnknown
+            | StepState::ReviewRequired => false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +134,12 @@ mod tests {
         labels.sort_unstable();
         labels.dedup();
         assert_eq!(labels.len(), WorkflowState::ALL.len());
+    }
+
+    #[test]
+    fn no_step_label_calls_an_unknown_outcome_failed() {
+        for state in StepState::ALL {
+            assert!(!state.label().to_lowercase().contains("fail"), "{state:?}");
+        }
     }
 }

@@ -1,0 +1,333 @@
+//! What people may do with a step: the recovery decision table's "operator actions" column,
+//! filtered by state and role. One function draws the console's buttons and guards the server
+//! functions that perform them, inside their transaction.
+
+use serde::{Deserialize, Serialize};
+
+use super::contract::{Compensation, ContractKind, SideEffectContract};
+use super::recovery::LookupAnswer;
+use super::state::StepState;
+
+/// An action a person can take in the recovery console. There is no "force success".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "runtime", derive(sqlx::Type))]
+#[cfg_attr(
+    feature = "runtime",
+    sqlx(type_name = "operator_action", rename_all = "snake_case")
+)]
+#[serde(rename_all = "snake_case")]
+pub enum OperatorAction {
+    /// Ask the destination by client reference.
+    CheckDestination,
+    /// Send again with the same request key and digest.
+    RetrySameKey,
+    /// Record an external reference found by other means, with evidence and a reason.
+    AttachEvidence,
+    /// Accept the residual uncertainty, naming it.
+    Waive,
+    /// Allow one more attempt under an opaque adapter, acknowledging the duplicate risk.
+    AuthorizeAnotherAttempt,
+    /// Stop future work (or, after a receipt, request withdrawal).
+    Cancel,
+    /// Create a replacement step with corrected input and a new request key.
+    Replace,
+    /// Name the canonical result of a duplicate-effect incident and the duplicate's disposition.
+    ResolveIncident,
+}
+
+impl OperatorAction {
+    /// The button label.
+    pub fn label(self) -> &'static str {
+        match self {
+            OperatorAction::CheckDestination => "Check destination",
+            OperatorAction::RetrySameKey => "Retry with the same key",
+            OperatorAction::AttachEvidence => "Attach evidence",
+            OperatorAction::Waive => "Waive",
+            OperatorAction::AuthorizeAnotherAttempt => "Authorize another attempt",
+            OperatorAction::Cancel => "Cancel",
+            OperatorAction::Replace => "Replace with corrected input",
+            OperatorAction::ResolveIncident => "Resolve incident",
+        }
+    }
+
+    /// The least role that may take this action.
+    pub fn required_role(self) -> Role {
+        match self {
+            OperatorAction::CheckDestination
+            | OperatorAction::RetrySameKey
+            | OperatorAction::AttachEvidence => Role::Operator,
+            OperatorAction::Waive
+            | OperatorAction::AuthorizeAnotherAttempt
+            | OperatorAction::Cancel
+            | OperatorAction::Replace
+            | OperatorAction::ResolveIncident => Role::Approver,
+        }
+    }
+}
+
+/// What a signed-in person may do. Ordered: each role may do what the one before it may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "runtime", derive(sqlx::Type))]
+#[cfg_attr(
+    feature = "runtime",
+    sqlx(type_name = "role", rename_all = "snake_case")
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Reads everything, changes nothing.
+    Viewer,
+    /// Checks destinations, retries with the same key, attaches evidence.
+    Operator,
+    /// Also waives, authorizes another attempt, resolves incidents, cancels and replaces.
+    Approver,
+}
+
+impl Role {
+    /// Whether this role may take `action` at all (the contract decides the rest).
+    pub fn may(self, action: OperatorAction) -> bool {
+        self >= action.required_role()
+    }
+}
+
+/// The facts about one step that decide which actions its contract permits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepFacts<'a> {
+    pub state: StepState,
+    pub contract: &'a SideEffectContract,
+    /// The latest lookup answer since the request was last sent.
+    pub last_lookup: Option<&'a LookupAnswer>,
+    /// A request identity has been persisted (the step reached `invoking` at least once).
+    pub request_prepared: bool,
+    /// The step has an open duplicate-effect (integrity) incident.
+    pub open_incident: bool,
+}
+
+/// The actions the contract permits for this step in this state, in the order the console
+/// offers them (evidence-gathering first, the dangerous ones last).
+pub fn permitted_actions(facts: &StepFacts<'_>) -> Vec<OperatorAction> {
+    use OperatorAction as A;
+    let contract = facts.contract;
+    let mut actions = Vec::new();
+    match facts.state {
+        StepState::OutcomeUnknown | StepState::ReviewRequired => {
+            let absence_is_authoritative = facts
+                .last_lookup
+                .is_some_and(|answer| answer.is_authoritative_absence(contract));
+            if contract.query_by_client_reference {
+                actions.push(A::CheckDestination);
+            }
+            match contract.kind() {
+                ContractKind::Idempotent => actions.push(A::RetrySameKey),
+                ContractKind::Queryable => {
+                    if absence_is_authoritative {
+                        actions.push(A::RetrySameKey);
+                    }
+                }
+                ContractKind::Opaque => {}
+            }
+            actions.push(A::AttachEvidence);
+            actions.push(A::Waive);
+            if contract.kind() == ContractKind::Opaque {
+                actions.push(A::AuthorizeAnotherAttempt);
+            }
+            if absence_is_authoritative {
+                actions.push(A::Replace);
+            }
+            actions.push(A::Cancel);
+        }
+        StepState::Rejected => actions.push(A::Replace),
+        StepState::Blocked | StepState::Ready => actions.push(A::Cancel),
+        StepState::Succeeded => {
+            if matches!(contract.compensation, Compensation::SupportedWithLimits(_)) {
+                actions.push(A::Cancel);
+            }
+        }
+        StepState::Running | StepState::Invoking | StepState::Waived | StepState::Cancelled => {}
+    }
+    if facts.open_incident {
+        actions.push(A::ResolveIncident);
+    }
+    actions
+}
+
+/// Why an action is refused, in words a person can act on.
+pub fn refusal(facts: &StepFacts<'_>, role: Role, action: OperatorAction) -> Option<String> {
+    if !role.may(action) {
+        return Some(format!(
+            "{} needs the {:?} role; you are signed in as {:?}.",
+            action.label(),
+            action.required_role(),
+            role
+        ));
+    }
+    if permitted_actions(facts).contains(&action) {
+        return None;
+    }
+    Some(format!(
+        "{} is not permitted for a step that is {} under an adapter with {}.",
+        action.label(),
+        facts.state.label().to_lowercase(),
+        facts.contract.capabilities_summary()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::contract::UnknownOutcomePolicy;
+    use super::super::contract::fixtures::{idempotent, opaque, queryable};
+    use super::*;
+    use OperatorAction as A;
+
+    fn facts<'a>(
+        state: StepState,
+        contract: &'a SideEffectContract,
+        last_lookup: Option<&'a LookupAnswer>,
+    ) -> StepFacts<'a> {
+        StepFacts {
+            state,
+            contract,
+            last_lookup,
+            request_prepared: true,
+            open_incident: false,
+        }
+    }
+
+    #[test]
+    fn an_unknown_step_under_an_idempotent_adapter_offers_same_key_retry_first() {
+        let c = idempotent();
+        assert_eq!(
+            permitted_actions(&facts(StepState::ReviewRequired, &c, None)),
+            vec![A::RetrySameKey, A::AttachEvidence, A::Waive, A::Cancel]
+        );
+    }
+
+    #[test]
+    fn a_queryable_adapter_offers_check_destination_and_retry_only_after_authoritative_absence() {
+        let c = queryable();
+        let early = LookupAnswer::NotFound {
+            looked_after_sent_ms: 10,
+        };
+        let late = LookupAnswer::NotFound {
+            looked_after_sent_ms: 60_000,
+        };
+        assert_eq!(
+            permitted_actions(&facts(StepState::ReviewRequired, &c, Some(&early))),
+            vec![A::CheckDestination, A::AttachEvidence, A::Waive, A::Cancel]
+        );
+        assert_eq!(
+            permitted_actions(&facts(StepState::ReviewRequired, &c, Some(&late))),
+            vec![
+                A::CheckDestination,
+                A::RetrySameKey,
+                A::AttachEvidence,
+                A::Waive,
+                A::Replace,
+                A::Cancel
+            ]
+        );
+    }
+
+    #[test]
+    fn an_opaque_adapter_never_offers_retry_only_a_deliberate_authorization() {
+        let c = opaque();
+        let actions = permitted_actions(&facts(StepState::ReviewRequired, &c, None));
+        assert!(!actions.contains(&A::RetrySameKey));
+        assert!(!actions.contains(&A::CheckDestination));
+        assert_eq!(
+            actions,
+            vec![
+                A::AttachEvidence,
+                A::Waive,
+                A::AuthorizeAnotherAttempt,
+                A::Cancel
+            ]
+        );
+    }
+
+    #[test]
+    fn a_review_policy_keeps_the_row_the_contract_would_have_had() {
+        let mut c = idempotent();
+        c.unknown_outcome_policy = UnknownOutcomePolicy::Review;
+        assert!(
+            permitted_actions(&facts(StepState::ReviewRequired, &c, None))
+                .contains(&A::RetrySameKey)
+        );
+    }
+
+    #[test]
+    fn a_succeeded_step_offers_no_recovery_and_cancel_only_as_withdrawal() {
+        let c = idempotent();
+        assert_eq!(
+            permitted_actions(&facts(StepState::Succeeded, &c, None)),
+            vec![A::Cancel]
+        );
+        let mut no_withdrawal = idempotent();
+        no_withdrawal.compensation = Compensation::None;
+        assert!(permitted_actions(&facts(StepState::Succeeded, &no_withdrawal, None)).is_empty());
+    }
+
+    #[test]
+    fn a_rejected_step_can_only_be_replaced() {
+        assert_eq!(
+            permitted_actions(&facts(StepState::Rejected, &opaque(), None)),
+            vec![A::Replace]
+        );
+    }
+
+    #[test]
+    fn a_step_in_flight_offers_nothing() {
+        for state in [StepState::Running, StepState::Invoking] {
+            assert!(permitted_actions(&facts(state, &idempotent(), None)).is_empty());
+        }
+    }
+
+    #[test]
+    fn an_open_incident_can_be_resolved_in_any_state() {
+        let c = idempotent();
+        let mut f = facts(StepState::Succeeded, &c, None);
+        f.open_incident = true;
+        assert!(permitted_actions(&f).contains(&A::ResolveIncident));
+    }
+
+    #[test]
+    fn roles_are_checked_before_the_contract() {
+        let c = opaque();
+        let f = facts(StepState::ReviewRequired, &c, None);
+        assert!(refusal(&f, Role::Viewer, A::AttachEvidence).is_some());
+        assert_eq!(refusal(&f, Role::Operator, A::AttachEvidence), None);
+        assert!(
+            refusal(&f, Role::Operator, A::AuthorizeAnotherAttempt)
+                .unwrap()
+                .contains("Approver")
+        );
+        assert_eq!(
+            refusal(&f, Role::Approver, A::AuthorizeAnotherAttempt),
+            None
+        );
+        assert!(
+            refusal(&f, Role::Approver, A::RetrySameKey)
+                .unwrap()
+                .contains("not permitted")
+        );
+    }
+
+    #[test]
+    fn no_state_and_contract_ever_permits_retry_under_an_opaque_adapter() {
+        let c = opaque();
+        let lookups = [
+            None,
+            Some(LookupAnswer::NotFound {
+                looked_after_sent_ms: u64::MAX,
+            }),
+        ];
+        for state in StepState::ALL {
+            for lookup in &lookups {
+                let f = facts(state, &c, lookup.as_ref());
+                assert!(
+                    !permitted_actions(&f).contains(&A::RetrySameKey),
+                    "{state:?}"
+                );
+            }
+        }
+    }
+}

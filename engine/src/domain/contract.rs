@@ -1,0 +1,160 @@
+//! What an adapter declares it can prove about its destination: executable metadata that the
+//! recovery rules read, verified by contract tests before it is trusted.
+
+use serde::{Deserialize, Serialize};
+
+/// What to do when an attempt's outcome is unknown, whatever else the contract offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnknownOutcomePolicy {
+    /// Recover automatically where the capabilities allow (replay or query).
+    Query,
+    /// Never recover automatically: a person reviews every unknown outcome.
+    Review,
+}
+
+/// Whether an effect can be counteracted, and what a counteraction cannot undo.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Compensation {
+    /// No counteraction exists.
+    None,
+    /// A counteraction exists; the text names what it cannot restore.
+    SupportedWithLimits(String),
+}
+
+/// The capabilities an adapter declares for its destination.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SideEffectContract {
+    /// Same key and digest returns the original result; same key, other digest is rejected.
+    pub accepts_idempotency_key: bool,
+    /// A status lookup by client reference exists.
+    pub query_by_client_reference: bool,
+    /// How long a "not found" may still turn into "found" (the status index's lag).
+    pub visibility_window_ms: u64,
+    /// May a new attempt with the same reference follow a not-found after the window?
+    pub create_after_authoritative_absence: bool,
+    /// Whether the effect can be withdrawn, and with which limits.
+    pub compensation: Compensation,
+    /// Automatic recovery or review for unknown outcomes.
+    pub unknown_outcome_policy: UnknownOutcomePolicy,
+    /// Rejection codes after which another attempt may succeed.
+    pub retryable_rejections: Vec<String>,
+    /// How long a call may take before its outcome is unknown.
+    pub deadline_ms: u64,
+}
+
+/// The three families of contract the recovery table distinguishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContractKind {
+    /// Accepts an idempotency key (it may also be queryable).
+    Idempotent,
+    /// No key deduplication, but a status lookup by client reference.
+    Queryable,
+    /// Neither: nothing can prove an unknown outcome.
+    Opaque,
+}
+
+impl SideEffectContract {
+    /// Which row of the recovery table this contract falls in.
+    pub fn kind(&self) -> ContractKind {
+        if self.accepts_idempotency_key {
+            ContractKind::Idempotent
+        } else if self.query_by_client_reference {
+            ContractKind::Queryable
+        } else {
+            ContractKind::Opaque
+        }
+    }
+
+    /// Whether rejection `code` allows another attempt.
+    pub fn rejection_is_retryable(&self, code: &str) -> bool {
+        self.retryable_rejections.iter().any(|c| c == code)
+    }
+
+    /// The capabilities in a few words, as the console shows them at a glance.
+    pub fn capabilities_summary(&self) -> String {
+        let mut parts = Vec::new();
+        if self.accepts_idempotency_key {
+            parts.push("idempotency key".to_owned());
+        }
+        if self.query_by_client_reference {
+            parts.push(format!(
+                "status lookup ({} ms visibility window)",
+                self.visibility_window_ms
+            ));
+        }
+        if let Compensation::SupportedWithLimits(_) = self.compensation {
+            parts.push("withdrawal".to_owned());
+        }
+        if parts.is_empty() {
+            parts.push("opaque: no key, no lookup".to_owned());
+        }
+        if self.unknown_outcome_policy == UnknownOutcomePolicy::Review {
+            parts.push("unknown outcomes always reviewed".to_owned());
+        }
+        parts.join(", ")
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::*;
+
+    fn base() -> SideEffectContract {
+        SideEffectContract {
+            accepts_idempotency_key: false,
+            query_by_client_reference: false,
+            visibility_window_ms: 0,
+            create_after_authoritative_absence: false,
+            compensation: Compensation::SupportedWithLimits(
+                "a withdrawn document may already have been read".into(),
+            ),
+            unknown_outcome_policy: UnknownOutcomePolicy::Query,
+            retryable_rejections: vec!["rate_limited".into()],
+            deadline_ms: 2_000,
+        }
+    }
+
+    pub fn idempotent() -> SideEffectContract {
+        SideEffectContract {
+            accepts_idempotency_key: true,
+            ..base()
+        }
+    }
+
+    pub fn queryable() -> SideEffectContract {
+        SideEffectContract {
+            query_by_client_reference: true,
+            visibility_window_ms: 1_500,
+            create_after_authoritative_absence: true,
+            ..base()
+        }
+    }
+
+    pub fn opaque() -> SideEffectContract {
+        base()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::*;
+    use super::*;
+
+    #[test]
+    fn the_contract_kind_follows_the_strongest_capability() {
+        let mut both = idempotent();
+        both.query_by_client_reference = true;
+        assert_eq!(both.kind(), ContractKind::Idempotent);
+        assert_eq!(queryable().kind(), ContractKind::Queryable);
+        assert_eq!(opaque().kind(), ContractKind::Opaque);
+    }
+
+    #[test]
+    fn only_declared_rejection_codes_are_retryable() {
+        assert!(opaque().rejection_is_retryable("rate_limited"));
+        assert!(!opaque().rejection_is_retryable("recipient_unknown"));
+    }
+}

@@ -1,0 +1,334 @@
+//! The recovery decision table of DESIGN.md: what the engine does, on its own, with a step
+//! whose call may have happened. Pure, so the console can show the same reasoning.
+
+use serde::{Deserialize, Serialize};
+
+use super::contract::{ContractKind, SideEffectContract, UnknownOutcomePolicy};
+
+/// What a status lookup by client reference answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "answer", rename_all = "snake_case")]
+pub enum LookupAnswer {
+    /// Found, with the digest the destination holds.
+    Found {
+        external_reference: String,
+        digest_matches: bool,
+    },
+    /// Not found, `looked_after_sent_ms` after the request was (last) sent.
+    NotFound { looked_after_sent_ms: u64 },
+    /// Known to the destination but not finished.
+    Processing,
+    /// The lookup itself could not be answered.
+    Unavailable,
+}
+
+impl LookupAnswer {
+    /// A "not found" is proof of absence only once the visibility window has passed.
+    pub fn is_authoritative_absence(&self, contract: &SideEffectContract) -> bool {
+        matches!(self, LookupAnswer::NotFound { looked_after_sent_ms }
+            if *looked_after_sent_ms >= contract.visibility_window_ms)
+    }
+}
+
+/// Why a step waits for a person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewReason {
+    /// The contract says unknown outcomes are always reviewed.
+    PolicyRequiresReview,
+    /// The adapter can neither deduplicate nor look up: nothing can prove the outcome.
+    NothingCanProveTheOutcome,
+    /// Absence is authoritative but the contract does not allow creating again.
+    AbsentButRecreationNotAllowed,
+    /// The workflow's deadline for automatic recovery has passed.
+    RecoveryDeadlinePassed,
+}
+
+impl ReviewReason {
+    /// The sentence the console shows.
+    pub fn sentence(self) -> &'static str {
+        match self {
+            ReviewReason::PolicyRequiresReview => {
+                "The adapter's contract asks for a person to review every unknown outcome."
+            }
+            ReviewReason::NothingCanProveTheOutcome => {
+                "The destination offers no idempotency key and no status lookup, so nothing can prove whether the delivery happened."
+            }
+            ReviewReason::AbsentButRecreationNotAllowed => {
+                "The destination has no record of the request, but its contract does not allow sending it again automatically."
+            }
+            ReviewReason::RecoveryDeadlinePassed => {
+                "Automatic recovery ran out of time before the outcome could be established."
+            }
+        }
+    }
+}
+
+/// The facts automatic recovery decides from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownOutcomeFacts {
+    /// The latest lookup answer since the request was last sent, if any.
+    pub last_lookup: Option<LookupAnswer>,
+    /// The workflow's window for automatic recovery has closed.
+    pub recovery_deadline_passed: bool,
+}
+
+/// What automatic recovery does next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum RecoveryDecision {
+    /// Send again with the same key and digest; the destination returns the original result.
+    ResendSameKey,
+    /// Ask the destination by client reference.
+    Query,
+    /// Found with the same digest: attach a `status_query` receipt.
+    AttachStatusQueryReceipt { external_reference: String },
+    /// Found with another digest: an integrity incident, never a success.
+    OpenDigestConflictIncident { external_reference: String },
+    /// Not yet conclusive (inside the window, or still processing): query again later.
+    QueryAgainAfter { wait_ms: u64 },
+    /// The lookup is unavailable: back off, then query again.
+    BackOffThenQuery,
+    /// Absence is authoritative and the contract allows it: send again with the same reference.
+    RetrySameReference,
+    /// Stop: a person must decide.
+    Review { reason: ReviewReason },
+}
+
+/// How long to wait before asking again about a delivery the destination is still processing.
+pub const PROCESSING_RECHECK_MS: u64 = 500;
+
+/// The recovery decision table, exactly: idempotent → resend the same key; queryable → query
+/// first and honour the visibility window; opaque or `review` policy → review, never a call.
+pub fn decide_after_unknown(
+    contract: &SideEffectContract,
+    facts: &UnknownOutcomeFacts,
+) -> RecoveryDecision {
+    if contract.unknown_outcome_policy == UnknownOutcomePolicy::Review {
+        return RecoveryDecision::Review {
+            reason: ReviewReason::PolicyRequiresReview,
+        };
+    }
+    if facts.recovery_deadline_passed {
+        return RecoveryDecision::Review {
+            reason: ReviewReason::RecoveryDeadlinePassed,
+        };
+    }
+    match contract.kind() {
+        ContractKind::Idempotent => RecoveryDecision::ResendSameKey,
+        ContractKind::Opaque => RecoveryDecision::Review {
+            reason: ReviewReason::NothingCanProveTheOutcome,
+        },
+        ContractKind::Queryable => match &facts.last_lookup {
+            None => RecoveryDecision::Query,
+            Some(LookupAnswer::Found {
+                external_reference,
+                digest_matches: true,
+            }) => RecoveryDecision::AttachStatusQueryReceipt {
+                external_reference: external_reference.clone(),
+            },
+            Some(LookupAnswer::Found {
+                external_reference,
+                digest_matches: false,
+            }) => RecoveryDecision::OpenDigestConflictIncident {
+                external_reference: external_reference.clone(),
+            },
+            Some(LookupAnswer::Processing) => RecoveryDecision::QueryAgainAfter {
+                wait_ms: PROCESSING_RECHECK_MS,
+            },
+            Some(LookupAnswer::Unavailable) => RecoveryDecision::BackOffThenQuery,
+            Some(LookupAnswer::NotFound {
+                looked_after_sent_ms,
+            }) => {
+                if *looked_after_sent_ms < contract.visibility_window_ms {
+                    RecoveryDecision::QueryAgainAfter {
+                        wait_ms: contract.visibility_window_ms - looked_after_sent_ms,
+                    }
+                } else if contract.create_after_authoritative_absence {
+                    RecoveryDecision::RetrySameReference
+                } else {
+                    RecoveryDecision::Review {
+                        reason: ReviewReason::AbsentButRecreationNotAllowed,
+                    }
+                }
+            }
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::contract::fixtures::{idempotent, opaque, queryable};
+    use super::*;
+
+    fn facts(last_lookup: Option<LookupAnswer>) -> UnknownOutcomeFacts {
+        UnknownOutcomeFacts {
+            last_lookup,
+            recovery_deadline_passed: false,
+        }
+    }
+
+    fn every_lookup() -> Vec<Option<LookupAnswer>> {
+        vec![
+            None,
+            Some(LookupAnswer::Found {
+                external_reference: "x-1".into(),
+                digest_matches: true,
+            }),
+            Some(LookupAnswer::Found {
+                external_reference: "x-1".into(),
+                digest_matches: false,
+            }),
+            Some(LookupAnswer::NotFound {
+                looked_after_sent_ms: 0,
+            }),
+            Some(LookupAnswer::NotFound {
+                looked_after_sent_ms: 10_000,
+            }),
+            Some(LookupAnswer::Processing),
+            Some(LookupAnswer::Unavailable),
+        ]
+    }
+
+    #[test]
+    fn an_idempotent_adapter_resends_the_same_key_whatever_was_looked_up() {
+        for lookup in every_lookup() {
+            assert_eq!(
+                decide_after_unknown(&idempotent(), &facts(lookup)),
+                RecoveryDecision::ResendSameKey
+            );
+        }
+    }
+
+    #[test]
+    fn an_opaque_adapter_never_calls_again_and_goes_to_review() {
+        for lookup in every_lookup() {
+            assert_eq!(
+                decide_after_unknown(&opaque(), &facts(lookup)),
+                RecoveryDecision::Review {
+                    reason: ReviewReason::NothingCanProveTheOutcome
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn a_review_policy_overrides_every_capability() {
+        for mut contract in [idempotent(), queryable(), opaque()] {
+            contract.unknown_outcome_policy = UnknownOutcomePolicy::Review;
+            for lookup in every_lookup() {
+                assert_eq!(
+                    decide_after_unknown(&contract, &facts(lookup)),
+                    RecoveryDecision::Review {
+                        reason: ReviewReason::PolicyRequiresReview
+                    }
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_passed_recovery_deadline_stops_automation_for_every_kind() {
+        for contract in [idempotent(), queryable()] {
+            let f = UnknownOutcomeFacts {
+                last_lookup: None,
+                recovery_deadline_passed: true,
+            };
+            assert_eq!(
+                decide_after_unknown(&contract, &f),
+                RecoveryDecision::Review {
+                    reason: ReviewReason::RecoveryDeadlinePassed
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn a_queryable_adapter_queries_before_anything_else() {
+        assert_eq!(
+            decide_after_unknown(&queryable(), &facts(None)),
+            RecoveryDecision::Query
+        );
+    }
+
+    #[test]
+    fn found_with_the_same_digest_attaches_a_status_query_receipt() {
+        let found = LookupAnswer::Found {
+            external_reference: "x-82".into(),
+            digest_matches: true,
+        };
+        assert_eq!(
+            decide_after_unknown(&queryable(), &facts(Some(found))),
+            RecoveryDecision::AttachStatusQueryReceipt {
+                external_reference: "x-82".into()
+            }
+        );
+    }
+
+    #[test]
+    fn found_with_another_digest_opens_an_incident() {
+        let found = LookupAnswer::Found {
+            external_reference: "x-82".into(),
+            digest_matches: false,
+        };
+        assert_eq!(
+            decide_after_unknown(&queryable(), &facts(Some(found))),
+            RecoveryDecision::OpenDigestConflictIncident {
+                external_reference: "x-82".into()
+            }
+        );
+    }
+
+    #[test]
+    fn not_found_inside_the_visibility_window_waits_for_the_rest_of_it() {
+        let early = LookupAnswer::NotFound {
+            looked_after_sent_ms: 400,
+        };
+        assert!(!early.is_authoritative_absence(&queryable()));
+        assert_eq!(
+            decide_after_unknown(&queryable(), &facts(Some(early))),
+            RecoveryDecision::QueryAgainAfter { wait_ms: 1_100 }
+        );
+    }
+
+    #[test]
+    fn not_found_after_the_window_retries_the_same_reference_when_allowed() {
+        let late = LookupAnswer::NotFound {
+            looked_after_sent_ms: 1_500,
+        };
+        assert!(late.is_authoritative_absence(&queryable()));
+        assert_eq!(
+            decide_after_unknown(&queryable(), &facts(Some(late))),
+            RecoveryDecision::RetrySameReference
+        );
+    }
+
+    #[test]
+    fn not_found_after_the_window_goes_to_review_when_recreation_is_not_allowed() {
+        let mut contract = queryable();
+        contract.create_after_authoritative_absence = false;
+        let late = LookupAnswer::NotFound {
+            looked_after_sent_ms: 5_000,
+        };
+        assert_eq!(
+            decide_after_unknown(&contract, &facts(Some(late))),
+            RecoveryDecision::Review {
+                reason: ReviewReason::AbsentButRecreationNotAllowed
+            }
+        );
+    }
+
+    #[test]
+    fn still_processing_or_unavailable_asks_again_later() {
+        assert_eq!(
+            decide_after_unknown(&queryable(), &facts(Some(LookupAnswer::Processing))),
+            RecoveryDecision::QueryAgainAfter {
+                wait_ms: PROCESSING_RECHECK_MS
+            }
+        );
+        assert_eq!(
+            decide_after_unknown(&queryable(), &facts(Some(LookupAnswer::Unavailable))),
+            RecoveryDecision::BackOffThenQuery
+        );
+    }
+}
