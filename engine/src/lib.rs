@@ -5,11 +5,23 @@
 //! feature: the PostgreSQL store, the private cluster used when no `DATABASE_URL` is given, and
 //! (in later modules) workers and recovery.
 
+pub mod contracts;
+pub mod definition;
 pub mod domain;
 
+#[cfg(feature = "runtime")]
+pub mod adapter;
 #[cfg(feature = "runtime")]
 pub mod db;
 #[cfg(feature = "runtime")]
 pub mod embedded_pg;
 #[cfg(feature = "runtime")]
+pub mod intake;
+#[cfg(feature = "runtime")]
+pub mod invariants;
+#[cfg(feature = "runtime")]
+pub mod status;
+#[cfg(feature = "runtime")]
 pub mod store;
+#[cfg(feature = "runtime")]
+pub mod worker;

@@ -24,8 +24,18 @@ pub struct Cli {
 enum Command {
     /// Serve the recovery console and API.
     Serve(ServeArgs),
+    /// Run workers only (many processes may share one database).
+    Worker(WorkerArgs),
     /// Apply pending database migrations and exit.
     Migrate(DatabaseArgs),
+    /// Check the semantic invariants; exits 1 when any is violated.
+    Check(CheckArgs),
+    /// API bearer tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Adapters Z29C may call.
+    #[command(subcommand)]
+    Adapter(AdapterCommand),
     /// Private PostgreSQL clusters for development and tests.
     #[command(subcommand)]
     Db(DbCommand),
@@ -41,6 +51,97 @@ struct ServeArgs {
     /// Directory holding the built console assets (`pkg/`), as cargo-leptos writes it.
     #[arg(long, env = "LEPTOS_SITE_ROOT", default_value = "target/site")]
     site_root: PathBuf,
+    /// Serve only: run no workers in this process.
+    #[arg(long)]
+    no_workers: bool,
+    #[command(flatten)]
+    workers: WorkerTuning,
+}
+
+#[derive(Debug, clap::Args)]
+struct WorkerArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+    #[command(flatten)]
+    workers: WorkerTuning,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+struct WorkerTuning {
+    /// Name recorded in leases and attempts (default: host and process id).
+    #[arg(long, env = "Z29C_WORKER_NAME")]
+    worker_name: Option<String>,
+    /// Steps in flight at once in this process.
+    #[arg(long, env = "Z29C_WORKER_CONCURRENCY", default_value_t = 32)]
+    concurrency: usize,
+    /// Steps claimed per transaction.
+    #[arg(long, env = "Z29C_WORKER_BATCH", default_value_t = 32)]
+    batch: i64,
+    /// Lease length in seconds (renewed while a call is in flight).
+    #[arg(long, env = "Z29C_LEASE_SECS", default_value_t = 30)]
+    lease_secs: u64,
+}
+
+impl WorkerTuning {
+    fn config(&self) -> engine::worker::WorkerConfig {
+        let name = self.worker_name.clone().unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+            format!("{}-{}", host.trim(), std::process::id())
+        });
+        let mut config = engine::worker::WorkerConfig::named(name);
+        config.concurrency = self.concurrency.max(1);
+        config.batch = self.batch.max(1);
+        config.lease = std::time::Duration::from_secs(self.lease_secs.max(1));
+        config
+    }
+}
+
+#[derive(Debug, clap::Args)]
+struct CheckArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+    /// After a restore, before workers resume: hand every step caught mid-call to recovery.
+    #[arg(long)]
+    before_resume: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Create a bearer token for an API client; the token is printed once.
+    Create {
+        /// Who the token is for (recorded in the audit log).
+        name: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AdapterCommand {
+    /// Register (or update) an HTTP adapter speaking the destination protocol.
+    Add {
+        /// The name workflows use in their input.
+        name: String,
+        /// Base URL of the destination service.
+        #[arg(long)]
+        url: String,
+        /// The contract it declares: idempotent, queryable or opaque.
+        #[arg(long)]
+        contract: String,
+        /// How long a call may take before its outcome is unknown.
+        #[arg(long, default_value_t = 2_000)]
+        deadline_ms: u64,
+        /// For queryable: how long a "not found" may still turn into "found".
+        #[arg(long, default_value_t = 1_500)]
+        visibility_window_ms: u64,
+        /// Ask a person to review every unknown outcome, whatever the capabilities.
+        #[arg(long)]
+        review_unknown: bool,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// List registered adapters and their contracts.
+    List(DatabaseArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -64,6 +165,17 @@ impl Cli {
         runtime.block_on(async move {
             match self.command {
                 Command::Serve(args) => serve(args).await.map(|()| ExitCode::SUCCESS),
+                Command::Worker(args) => worker(args).await.map(|()| ExitCode::SUCCESS),
+                Command::Token(TokenCommand::Create { name, database }) => {
+                    let db = Database::open(&database).await?;
+                    let secret = engine::store::token::create(&db.pool, &name).await?;
+                    db.close().await?;
+                    println!("{secret}");
+                    eprintln!("token `{name}` created; it is shown only now: send it as `Authorization: Bearer <token>`");
+                    Ok(ExitCode::SUCCESS)
+                }
+                Command::Adapter(command) => adapter(command).await.map(|()| ExitCode::SUCCESS),
+                Command::Check(args) => check(args).await,
                 Command::Migrate(args) => {
                     Database::open(&args).await?.close().await?;
                     println!("migrations are up to date");
@@ -101,13 +213,127 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("listening on {}", args.addr))?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let workers = if args.no_workers {
+        None
+    } else {
+        Some(spawn_worker(&database, &args.workers, stopped.clone()).await?)
+    };
     println!("Z29C console: http://{}", listener.local_addr()?);
     let served = axum::serve(listener, app)
-        .with_graceful_shutdown(crate::shutdown::signal())
+        .with_graceful_shutdown(async move {
+            crate::shutdown::signal().await;
+            let _ = stop.send(true);
+        })
         .await
         .context("serving HTTP");
+    if let Some(workers) = workers {
+        workers.await.context("the worker task panicked")?;
+    }
     database.close().await?;
     served
+}
+
+async fn spawn_worker(
+    database: &Database,
+    tuning: &WorkerTuning,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let adapters = engine::worker::Adapters::load(&database.pool).await?;
+    let config = tuning.config();
+    tracing::info!(worker = %config.name, concurrency = config.concurrency, "starting workers");
+    let worker = engine::worker::Worker::new(database.pool.clone(), config, adapters);
+    Ok(tokio::spawn(worker.run(async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    })))
+}
+
+async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
+    let database = Database::open(&args.database).await?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let handle = spawn_worker(&database, &args.workers, stopped).await?;
+    crate::shutdown::signal().await;
+    let _ = stop.send(true);
+    handle.await.context("the worker task panicked")?;
+    database.close().await
+}
+
+async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let db = Database::open(&args.database).await?;
+    if args.before_resume {
+        let (to_recovery, to_ready) = engine::invariants::prepare_resume(&db.pool).await?;
+        println!(
+            "before resume: {to_recovery} step(s) caught mid-call go to recovery (query or review), \
+             {to_ready} step(s) caught before their call are ready again"
+        );
+    }
+    let violations = engine::invariants::check(&db.pool).await?;
+    db.close().await?;
+    for kind in engine::invariants::KINDS {
+        let found: Vec<_> = violations.iter().filter(|v| v.kind == kind).collect();
+        println!(
+            "{:<45} {}",
+            kind,
+            if found.is_empty() {
+                "ok".to_owned()
+            } else {
+                format!("{} violation(s)", found.len())
+            }
+        );
+        for v in found {
+            println!("    {}  {}", v.subject, v.evidence);
+        }
+    }
+    Ok(if violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
+    match command {
+        AdapterCommand::Add {
+            name,
+            url,
+            contract,
+            deadline_ms,
+            visibility_window_ms,
+            review_unknown,
+            database,
+        } => {
+            let contract = engine::contracts::declared(
+                &contract,
+                deadline_ms,
+                visibility_window_ms,
+                review_unknown,
+            )
+            .with_context(|| {
+                format!("`{contract}` is not a contract: use idempotent, queryable or opaque")
+            })?;
+            let db = Database::open(&database).await?;
+            let version = engine::store::adapter::upsert(&db.pool, &name, &url, &contract).await?;
+            db.close().await?;
+            println!(
+                "adapter `{name}` registered at {url} (contract version {version}): {}",
+                contract.capabilities_summary()
+            );
+        }
+        AdapterCommand::List(database) => {
+            let db = Database::open(&database).await?;
+            for a in engine::store::adapter::all(&db.pool).await? {
+                println!(
+                    "{}\t{}\tv{}\t{}",
+                    a.name,
+                    a.base_url,
+                    a.contract_version,
+                    a.contract.capabilities_summary()
+                );
+            }
+            db.close().await?;
+        }
+    }
+    Ok(())
 }
 
 async fn db_exec(durable: bool, command: Vec<String>) -> anyhow::Result<ExitCode> {

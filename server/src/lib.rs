@@ -1,5 +1,6 @@
 //! The `z29c` binary's parts, in a library so tests can build the router and the commands.
 
+pub mod api;
 pub mod cli;
 pub mod database;
 pub mod http;

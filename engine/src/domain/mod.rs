@@ -9,10 +9,13 @@ pub mod identity;
 pub mod outcome;
 pub mod recovery;
 mod state;
+pub mod words;
 
 pub use actions::{OperatorAction, Role, StepFacts, permitted_actions};
 pub use contract::{Compensation, ContractKind, SideEffectContract, UnknownOutcomePolicy};
 pub use identity::{InputDigest, RequestKey, StepKey};
 pub use outcome::{AttemptOutcome, TransportObservation};
-pub use recovery::{LookupAnswer, RecoveryDecision, ReviewReason, decide_after_unknown};
+pub use recovery::{
+    LookupAnswer, RecoveryDecision, ReviewReason, UnknownOutcomeFacts, decide_after_unknown,
+};
 pub use state::{StepState, WorkflowState};

@@ -41,6 +41,8 @@ impl AttemptOutcome {
 pub enum TransportObservation {
     /// Current authority was denied before the call; nothing was sent.
     AuthorityDenied { reason: String },
+    /// The regenerated request differs from the bytes bound to its key; nothing was sent.
+    RequestDiverged { bound: String, regenerated: String },
     /// The connection could not be opened: the request never left this process.
     ConnectFailed { detail: String },
     /// The destination answered that it committed nothing (the protocol's `accepted: false`).
@@ -61,6 +63,9 @@ pub enum TransportObservation {
     UnexpectedStatus { status: u16 },
     /// An answer that could not be understood.
     UnreadableResponse { status: u16, detail: String },
+    /// The worker's lease expired with the attempt open: it died, hung or was cut off.
+    /// `during_call` says whether the request identity had been persisted (a call may be out).
+    WorkerLost { during_call: bool },
 }
 
 impl TransportObservation {
@@ -69,11 +74,16 @@ impl TransportObservation {
     pub fn outcome(&self) -> AttemptOutcome {
         match self {
             TransportObservation::AuthorityDenied { .. }
+            | TransportObservation::RequestDiverged { .. }
             | TransportObservation::ConnectFailed { .. }
             | TransportObservation::NotAccepted { .. } => AttemptOutcome::FailedBeforeEffect,
             TransportObservation::Rejected { .. } => AttemptOutcome::Rejected,
             TransportObservation::Accepted { .. } => AttemptOutcome::Succeeded,
-            TransportObservation::DeadlineExceeded { .. }
+            TransportObservation::WorkerLost { during_call: false } => {
+                AttemptOutcome::FailedBeforeEffect
+            }
+            TransportObservation::WorkerLost { during_call: true }
+            | TransportObservation::DeadlineExceeded { .. }
             | TransportObservation::ConnectionLost { .. }
             | TransportObservation::UnexpectedStatus { .. }
             | TransportObservation::UnreadableResponse { .. } => AttemptOutcome::OutcomeUnknown,
@@ -85,14 +95,17 @@ impl TransportObservation {
     pub fn may_retry(&self, contract: &SideEffectContract) -> bool {
         match self {
             TransportObservation::ConnectFailed { .. }
-            | TransportObservation::NotAccepted { .. } => true,
+            | TransportObservation::NotAccepted { .. }
+            | TransportObservation::WorkerLost { during_call: false } => true,
             TransportObservation::Rejected { code, .. } => contract.rejection_is_retryable(code),
             TransportObservation::AuthorityDenied { .. }
+            | TransportObservation::RequestDiverged { .. }
             | TransportObservation::Accepted { .. }
             | TransportObservation::DeadlineExceeded { .. }
             | TransportObservation::ConnectionLost { .. }
             | TransportObservation::UnexpectedStatus { .. }
-            | TransportObservation::UnreadableResponse { .. } => false,
+            | TransportObservation::UnreadableResponse { .. }
+            | TransportObservation::WorkerLost { during_call: true } => false,
         }
     }
 
@@ -102,6 +115,9 @@ impl TransportObservation {
             TransportObservation::AuthorityDenied { reason } => {
                 format!("Not sent: current authority was denied ({reason}).")
             }
+            TransportObservation::RequestDiverged { bound, regenerated } => format!(
+                "Not sent: the regenerated request has digest {regenerated}, but its key is bound to {bound}; a replacement step is needed."
+            ),
             TransportObservation::ConnectFailed { detail } => {
                 format!("Not sent: the connection could not be opened ({detail}).")
             }
@@ -140,6 +156,12 @@ impl TransportObservation {
             }
             TransportObservation::UnreadableResponse { status, detail } => {
                 format!("The request was sent; the answer ({status}) could not be read ({detail}).")
+            }
+            TransportObservation::WorkerLost { during_call: false } => {
+                "The worker's lease expired before the request identity was persisted: no call was made.".to_owned()
+            }
+            TransportObservation::WorkerLost { during_call: true } => {
+                "The worker's lease expired after the request identity was persisted: the call may have been made.".to_owned()
             }
         }
     }
@@ -224,6 +246,17 @@ mod tests {
             }),
             AttemptOutcome::OutcomeUnknown
         );
+    }
+
+    #[test]
+    fn a_worker_lost_during_the_call_leaves_the_outcome_unknown() {
+        assert_eq!(
+            outcome(TransportObservation::WorkerLost { during_call: true }),
+            AttemptOutcome::OutcomeUnknown
+        );
+        let before = TransportObservation::WorkerLost { during_call: false };
+        assert_eq!(outcome(before.clone()), AttemptOutcome::FailedBeforeEffect);
+        assert!(before.may_retry(&opaque()));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Queries over the `workflow` table.
 
-use sqlx::{Executor, Postgres};
+use serde_json::Value;
+use sqlx::{Executor, PgConnection, Postgres};
+use uuid::Uuid;
 
 use crate::domain::WorkflowState;
 
@@ -16,4 +18,164 @@ where
     .fetch_all(executor)
     .await?;
     Ok(rows.into_iter().map(|r| (r.state, r.count)).collect())
+}
+
+/// A workflow as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkflowRow {
+    pub id: Uuid,
+    pub creation_key: String,
+    pub definition_name: String,
+    pub definition_version: i32,
+    pub input: Value,
+    pub input_digest: String,
+    pub state: WorkflowState,
+    pub revision: i64,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// The fields of a workflow about to be recorded.
+#[derive(Debug, Clone)]
+pub struct NewWorkflowRow<'a> {
+    pub id: Uuid,
+    pub creation_key: &'a str,
+    pub definition_name: &'a str,
+    pub definition_version: i32,
+    pub input: &'a Value,
+    pub input_digest: &'a str,
+}
+
+/// Inserts the workflow unless its creation key exists; true when this call inserted it.
+pub async fn insert_unless_exists(
+    conn: &mut PgConnection,
+    new: &NewWorkflowRow<'_>,
+) -> sqlx::Result<bool> {
+    let inserted = sqlx::query_scalar!(
+        r#"insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest)
+           values ($1, $2, $3, $4, $5, $6)
+           on conflict (creation_key) do nothing
+           returning id"#,
+        new.id,
+        new.creation_key,
+        new.definition_name,
+        new.definition_version,
+        new.input,
+        new.input_digest,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(inserted.is_some())
+}
+
+/// The workflow with this creation key.
+pub async fn by_creation_key(
+    conn: &mut PgConnection,
+    creation_key: &str,
+) -> sqlx::Result<Option<WorkflowRow>> {
+    sqlx::query_as!(
+        WorkflowRow,
+        r#"select id, creation_key, definition_name, definition_version, input, input_digest,
+                  state as "state: WorkflowState", revision,
+                  created_at as "created_at: _", updated_at as "updated_at: _"
+           from workflow where creation_key = $1"#,
+        creation_key
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// The workflow with this id.
+pub async fn by_id<'e, E>(executor: E, id: Uuid) -> sqlx::Result<Option<WorkflowRow>>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    sqlx::query_as!(
+        WorkflowRow,
+        r#"select id, creation_key, definition_name, definition_version, input, input_digest,
+                  state as "state: WorkflowState", revision,
+                  created_at as "created_at: _", updated_at as "updated_at: _"
+           from workflow where id = $1"#,
+        id
+    )
+    .fetch_optional(executor)
+    .await
+}
+
+/// Moves the workflow to `state` and bumps its revision; returns the new revision.
+pub async fn set_state(
+    conn: &mut PgConnection,
+    id: Uuid,
+    state: WorkflowState,
+) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(
+        r#"update workflow set state = $2, revision = revision + 1, updated_at = now()
+           where id = $1 returning revision"#,
+        id,
+        state as WorkflowState,
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// Recomputes the workflow's state from its steps and open incidents; when it changed, records
+/// the new state with a bumped revision and an outbox event in the caller's transaction.
+pub async fn refresh_state(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<WorkflowState> {
+    let row = sqlx::query!(
+        r#"select w.state as "current: WorkflowState",
+                  coalesce(bool_or(s.state in ('review_required', 'rejected')), false) as "needs_review!",
+                  coalesce(bool_and(s.state in ('succeeded', 'waived')), false) as "all_done!",
+                  coalesce(bool_or(s.state = 'cancelled'), false) as "cancelled!",
+                  coalesce(bool_or(s.state <> 'ready' and s.state <> 'blocked'), false) as "started!",
+                  exists(select 1 from integrity_incident i join step t on t.id = i.step_id
+                         where t.workflow_id = w.id and i.resolved_at is null) as "incident!"
+           from workflow w
+           left join step s on s.workflow_id = w.id
+                and not exists (select 1 from step r where r.replaces_step_id = s.id)
+           where w.id = $1
+           group by w.id"#,
+        id
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let next = if row.cancelled {
+        WorkflowState::Cancelled
+    } else if row.needs_review || row.incident {
+        WorkflowState::NeedsReview
+    } else if row.all_done {
+        WorkflowState::Completed
+    } else if row.started {
+        WorkflowState::Running
+    } else {
+        WorkflowState::Pending
+    };
+    if next != row.current {
+        let revision = set_state(conn, id, next).await?;
+        super::journal::emit(
+            conn,
+            id,
+            revision,
+            "workflow.state_changed",
+            &serde_json::json!({ "from": row.current, "to": next }),
+        )
+        .await?;
+    }
+    Ok(next)
+}
+
+/// Bumps the workflow's revision and emits an outbox event carrying it.
+pub async fn announce(
+    conn: &mut PgConnection,
+    id: Uuid,
+    kind: &str,
+    payload: &Value,
+) -> sqlx::Result<i64> {
+    let revision = sqlx::query_scalar!(
+        r#"update workflow set revision = revision + 1, updated_at = now() where id = $1 returning revision"#,
+        id
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    super::journal::emit(conn, id, revision, kind, payload).await?;
+    Ok(revision)
 }

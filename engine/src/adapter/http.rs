@@ -1,0 +1,272 @@
+//! The HTTP adapter: speaks the destination protocol (`destinations/PROTOCOL.md`), so any
+//! service implementing it can sit behind Z29C with the contract it honours.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{Adapter, BoxFuture, LookupObservation, WithdrawalObservation};
+use crate::definition::PreparedRequest;
+use crate::domain::{RequestKey, SideEffectContract, TransportObservation};
+
+/// An adapter reaching one destination over HTTP.
+#[derive(Debug, Clone)]
+pub struct HttpAdapter {
+    base_url: String,
+    contract: SideEffectContract,
+    client: reqwest::Client,
+}
+
+impl HttpAdapter {
+    /// An adapter for the service at `base_url` honouring `contract`.
+    pub fn new(base_url: &str, contract: SideEffectContract) -> Self {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(contract.deadline_ms.min(5_000)))
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build()
+            .expect("an HTTP client builds");
+        Self {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            contract,
+            client,
+        }
+    }
+
+    fn deadline(&self) -> Duration {
+        Duration::from_millis(self.contract.deadline_ms)
+    }
+}
+
+#[derive(Deserialize)]
+struct Accepted {
+    external_reference: String,
+    #[serde(default)]
+    replayed: bool,
+}
+
+#[derive(Deserialize)]
+struct Refusal {
+    code: String,
+    #[serde(default = "accepted_unknown")]
+    accepted: Option<bool>,
+}
+
+fn accepted_unknown() -> Option<bool> {
+    None
+}
+
+#[derive(Deserialize)]
+struct Lookup {
+    status: String,
+    external_reference: Option<String>,
+    digest: Option<String>,
+    #[serde(default)]
+    all: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct Withdrawn {
+    withdrawal_reference: String,
+    #[serde(default)]
+    limits: String,
+}
+
+/// Classifies a transport error by when it happened: a failed connect means the request never
+/// left; anything later (timeout, reset, truncated body) leaves the outcome unknown.
+fn transport_error(error: &reqwest::Error, deadline_ms: u64) -> TransportObservation {
+    if error.is_connect() {
+        TransportObservation::ConnectFailed {
+            detail: error.to_string(),
+        }
+    } else if error.is_timeout() {
+        TransportObservation::DeadlineExceeded { deadline_ms }
+    } else {
+        TransportObservation::ConnectionLost {
+            detail: error.to_string(),
+        }
+    }
+}
+
+async fn classify(
+    response: Result<reqwest::Response, reqwest::Error>,
+    deadline_ms: u64,
+) -> TransportObservation {
+    let response = match response {
+        Ok(response) => response,
+        Err(error) => return transport_error(&error, deadline_ms),
+    };
+    let status = response.status().as_u16();
+    let bytes = match response.bytes().await {
+        Ok(bytes) => bytes,
+        Err(error) => return transport_error(&error, deadline_ms),
+    };
+    match status {
+        200 | 201 => match serde_json::from_slice::<Accepted>(&bytes) {
+            Ok(a) => TransportObservation::Accepted {
+                status,
+                external_reference: a.external_reference,
+                replayed: a.replayed,
+            },
+            Err(e) => TransportObservation::UnreadableResponse {
+                status,
+                detail: e.to_string(),
+            },
+        },
+        _ => match serde_json::from_slice::<Refusal>(&bytes) {
+            // Only the protocol's explicit promise makes a refusal "nothing committed".
+            Ok(Refusal {
+                code,
+                accepted: Some(false),
+            }) if status == 503 || status == 429 => {
+                TransportObservation::NotAccepted { status, code }
+            }
+            Ok(Refusal {
+                code,
+                accepted: Some(false),
+            }) if (400..500).contains(&status) => TransportObservation::Rejected { status, code },
+            _ => TransportObservation::UnexpectedStatus { status },
+        },
+    }
+}
+
+impl Adapter for HttpAdapter {
+    fn contract(&self) -> &SideEffectContract {
+        &self.contract
+    }
+
+    fn deliver<'a>(
+        &'a self,
+        key: &'a RequestKey,
+        request: &'a PreparedRequest,
+    ) -> BoxFuture<'a, TransportObservation> {
+        Box::pin(async move {
+            let mut call = self
+                .client
+                .post(format!("{}/deliveries", self.base_url))
+                .timeout(self.deadline())
+                .json(&request.body);
+            if self.contract.accepts_idempotency_key {
+                call = call.header("Idempotency-Key", key.as_str());
+            }
+            classify(call.send().await, self.contract.deadline_ms).await
+        })
+    }
+
+    fn lookup<'a>(
+        &'a self,
+        key: &'a RequestKey,
+        digest: &'a str,
+    ) -> BoxFuture<'a, LookupObservation> {
+        Box::pin(async move {
+            if !self.contract.query_by_client_reference {
+                return LookupObservation::NotSupported;
+            }
+            let response = self
+                .client
+                .get(format!(
+                    "{}/deliveries/by-reference/{}",
+                    self.base_url,
+                    encode(key.as_str())
+                ))
+                .query(&[("digest", digest)])
+                .timeout(self.deadline())
+                .send()
+                .await;
+            let response = match response {
+                Ok(r) => r,
+                Err(e) => {
+                    return LookupObservation::Unavailable {
+                        detail: e.to_string(),
+                    };
+                }
+            };
+            let status = response.status().as_u16();
+            let parsed = response.json::<Lookup>().await;
+            match (status, parsed) {
+                (200, Ok(l)) => match (l.status.as_str(), l.external_reference, l.digest) {
+                    ("found", Some(external_reference), Some(digest)) => LookupObservation::Found {
+                        all: if l.all.is_empty() {
+                            vec![external_reference.clone()]
+                        } else {
+                            l.all
+                        },
+                        external_reference,
+                        digest,
+                    },
+                    ("found_with_conflicting_digest", Some(external_reference), Some(digest)) => {
+                        LookupObservation::FoundWithConflictingDigest {
+                            external_reference,
+                            digest,
+                        }
+                    }
+                    ("not_found", _, _) => LookupObservation::NotFound,
+                    ("processing", _, _) => LookupObservation::Processing,
+                    (other, _, _) => LookupObservation::Unavailable {
+                        detail: format!("unexpected lookup status `{other}`"),
+                    },
+                },
+                (status, _) => LookupObservation::Unavailable {
+                    detail: format!("lookup answered {status}"),
+                },
+            }
+        })
+    }
+
+    fn withdraw<'a>(
+        &'a self,
+        key: &'a RequestKey,
+        external_reference: &'a str,
+    ) -> BoxFuture<'a, WithdrawalObservation> {
+        Box::pin(async move {
+            let response = self
+                .client
+                .post(format!(
+                    "{}/deliveries/{}/withdrawal",
+                    self.base_url,
+                    encode(external_reference)
+                ))
+                .header("Idempotency-Key", key.as_str())
+                .timeout(self.deadline())
+                .send()
+                .await;
+            let response = match response {
+                Ok(r) => r,
+                Err(e) => {
+                    return WithdrawalObservation::Transport(transport_error(
+                        &e,
+                        self.contract.deadline_ms,
+                    ));
+                }
+            };
+            let status = response.status().as_u16();
+            if status == 200 || status == 201 {
+                match response.json::<Withdrawn>().await {
+                    Ok(w) => WithdrawalObservation::Withdrawn {
+                        withdrawal_reference: w.withdrawal_reference,
+                        limits: w.limits,
+                    },
+                    Err(e) => WithdrawalObservation::Transport(transport_error(
+                        &e,
+                        self.contract.deadline_ms,
+                    )),
+                }
+            } else {
+                WithdrawalObservation::Transport(TransportObservation::UnexpectedStatus { status })
+            }
+        })
+    }
+}
+
+/// Percent-encodes a path segment (request keys contain `/`).
+fn encode(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for byte in segment.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(byte as char)
+            }
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}

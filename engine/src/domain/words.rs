@@ -1,0 +1,95 @@
+//! The words people see on the status page (DESIGN.md § Words people see).
+
+use super::state::StepState;
+
+/// How a duplicate-effect incident on the delivery stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DuplicateStatus {
+    None,
+    Open,
+    Withdrawn,
+    AcceptedUnresolved,
+}
+
+/// The one sentence the user-facing status page shows for a document delivery.
+pub fn delivery_sentence(
+    deliver: StepState,
+    external_reference: Option<&str>,
+    duplicate: DuplicateStatus,
+) -> String {
+    match (deliver, duplicate) {
+        (_, DuplicateStatus::Open) => {
+            "Delivery happened more than once; an operator is reviewing the duplicate".to_owned()
+        }
+        (_, DuplicateStatus::Withdrawn) => {
+            "Completed with duplicate effect; duplicate withdrawn".to_owned()
+        }
+        (_, DuplicateStatus::AcceptedUnresolved) => {
+            "Completed with unresolved duplicate".to_owned()
+        }
+        (StepState::Blocked | StepState::Ready, DuplicateStatus::None) => {
+            "Request recorded; delivery has not started".to_owned()
+        }
+        (StepState::Running | StepState::Invoking, DuplicateStatus::None) => {
+            "Waiting for the delivery service".to_owned()
+        }
+        (StepState::OutcomeUnknown, DuplicateStatus::None) => {
+            "Delivery may have completed; checking its status".to_owned()
+        }
+        (StepState::Succeeded, DuplicateStatus::None) => match external_reference {
+            Some(reference) => format!("Delivery verified from external reference {reference}"),
+            None => "Delivery verified".to_owned(),
+        },
+        (StepState::ReviewRequired, DuplicateStatus::None) => {
+            "Delivery status cannot be verified automatically; review required".to_owned()
+        }
+        (StepState::Rejected, DuplicateStatus::None) => {
+            "The delivery service rejected the request; review required".to_owned()
+        }
+        (StepState::Waived, DuplicateStatus::None) => {
+            "Delivery accepted by an operator without proof; the uncertainty is recorded".to_owned()
+        }
+        (StepState::Cancelled, DuplicateStatus::None) => "Delivery cancelled".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_page_uses_the_words_of_the_design() {
+        assert_eq!(
+            delivery_sentence(StepState::Ready, None, DuplicateStatus::None),
+            "Request recorded; delivery has not started"
+        );
+        assert_eq!(
+            delivery_sentence(StepState::Succeeded, Some("x-82"), DuplicateStatus::None),
+            "Delivery verified from external reference x-82"
+        );
+        assert_eq!(
+            delivery_sentence(StepState::ReviewRequired, None, DuplicateStatus::None),
+            "Delivery status cannot be verified automatically; review required"
+        );
+    }
+
+    #[test]
+    fn a_duplicate_never_reads_as_plain_success() {
+        for duplicate in [
+            DuplicateStatus::Open,
+            DuplicateStatus::Withdrawn,
+            DuplicateStatus::AcceptedUnresolved,
+        ] {
+            let sentence = delivery_sentence(StepState::Succeeded, Some("x-1"), duplicate);
+            assert!(sentence.to_lowercase().contains("duplicate"), "{sentence}");
+        }
+    }
+
+    #[test]
+    fn no_sentence_says_failed() {
+        for state in StepState::ALL {
+            let sentence = delivery_sentence(state, None, DuplicateStatus::None);
+            assert!(!sentence.to_lowercase().contains("fail"), "{sentence}");
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! Starting work: intent, initial steps and an outbox event, committed in one transaction.
+
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::definition::{self, InputError, StepKind};
+use crate::domain::{InputDigest, StepState};
+use crate::store::journal::{self, Actor, AuditEntry};
+use crate::store::step::{self, NewStep};
+use crate::store::workflow::{self, NewWorkflowRow, WorkflowRow};
+
+/// A request to start a workflow.
+#[derive(Debug, Clone)]
+pub struct NewWorkflow {
+    /// Client-supplied; the same key with the same input returns the existing workflow.
+    pub creation_key: String,
+    pub definition: String,
+    /// The definition version; the newest this code knows when absent.
+    pub version: Option<i32>,
+    pub input: Value,
+}
+
+/// What starting did.
+#[derive(Debug, Clone)]
+pub enum Started {
+    /// A new workflow was recorded.
+    Created(WorkflowRow),
+    /// The creation key was known and the input the same: the existing workflow.
+    Existing(WorkflowRow),
+}
+
+/// Why a workflow was not started.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(
+        "creation key `{key}` already started a workflow with input {existing}; this input has digest {requested}"
+    )]
+    CreationKeyConflict {
+        key: String,
+        existing: String,
+        requested: String,
+    },
+    #[error("adapter `{0}` is not registered")]
+    UnknownAdapter(String),
+    #[error("creation key must be 1 to 200 characters")]
+    BadCreationKey,
+    #[error(transparent)]
+    Sqlx(#[from] sqlx::Error),
+}
+
+/// Records the intent, its steps and a `workflow.started` event atomically. Idempotent on the
+/// creation key: same key and input digest → the existing workflow; another digest → conflict.
+pub async fn start_workflow(
+    pool: &PgPool,
+    new: NewWorkflow,
+    actor: Actor<'_>,
+) -> Result<Started, StartError> {
+    if new.creation_key.is_empty() || new.creation_key.chars().count() > 200 {
+        return Err(StartError::BadCreationKey);
+    }
+    let version = new.version.unwrap_or(
+        *definition::DOCUMENT_DELIVERY_VERSIONS
+            .last()
+            .expect("a version"),
+    );
+    let input = definition::normalize_input(&new.definition, version, &new.input)?;
+    let digest = InputDigest::of_json(&input);
+    let adapters: Vec<String> = ["adapter", "notify_adapter"]
+        .iter()
+        .filter_map(|f| input[f].as_str().map(str::to_owned))
+        .collect();
+
+    let mut tx = pool.begin().await?;
+    let known = crate::store::adapter::all(&mut *tx).await?;
+    if let Some(missing) = adapters
+        .iter()
+        .find(|a| !known.iter().any(|k| &&k.name == a))
+    {
+        return Err(StartError::UnknownAdapter(missing.clone()));
+    }
+    let id = Uuid::now_v7();
+    let row = NewWorkflowRow {
+        id,
+        creation_key: &new.creation_key,
+        definition_name: &new.definition,
+        definition_version: version,
+        input: &input,
+        input_digest: digest.as_str(),
+    };
+    if !workflow::insert_unless_exists(&mut tx, &row).await? {
+        let existing = workflow::by_creation_key(&mut tx, &new.creation_key)
+            .await?
+            .ok_or(sqlx::Error::RowNotFound)?;
+        return if existing.input_digest == digest.as_str() {
+            Ok(Started::Existing(existing))
+        } else {
+            Err(StartError::CreationKeyConflict {
+                key: new.creation_key,
+                existing: existing.input_digest,
+                requested: digest.to_string(),
+            })
+        };
+    }
+    for spec in definition::document_delivery_steps() {
+        let adapter = match (spec.kind, spec.logical) {
+            (StepKind::Pure, _) => None,
+            (_, "notify") => input["notify_adapter"].as_str(),
+            _ => input["adapter"].as_str(),
+        };
+        let state = if spec.depends_on.is_empty() {
+            StepState::Ready
+        } else {
+            StepState::Blocked
+        };
+        step::insert(
+            &mut tx,
+            &NewStep {
+                workflow: id,
+                logical: spec.logical,
+                definition_version: version,
+                kind: spec.kind,
+                adapter,
+                state,
+                depends_on: spec.depends_on.iter().map(|s| s.to_string()).collect(),
+                required_fields: spec.required_fields.iter().map(|s| s.to_string()).collect(),
+                accepts_waiver: spec.accepts_waiver,
+            },
+        )
+        .await?;
+    }
+    journal::emit(&mut tx, id, 1, "workflow.started", &json!({ "creation_key": new.creation_key, "definition": new.definition, "version": version })).await?;
+    journal::audit(
+        &mut tx,
+        &AuditEntry {
+            actor,
+            action: "start_workflow",
+            workflow: Some(id),
+            step: None,
+            reason: None,
+            details: json!({ "creation_key": new.creation_key, "input_digest": digest }),
+        },
+    )
+    .await?;
+    let created = workflow::by_id(&mut *tx, id)
+        .await?
+        .ok_or(sqlx::Error::RowNotFound)?;
+    tx.commit().await?;
+    Ok(Started::Created(created))
+}

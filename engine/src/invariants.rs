@@ -1,0 +1,132 @@
+//! The semantic invariants of DESIGN.md, as queries. Run continuously by workers' sweeps and
+//! on demand by `z29c check`; each violation is recorded once, with the evidence that shows it.
+
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::PgPool;
+
+/// The invariants, named as they are recorded and exported.
+pub const KINDS: [&str; 6] = [
+    "one_effect_step_with_several_references",
+    "succeeded_step_without_receipt",
+    "dependant_started_before_required_receipt",
+    "opaque_retry_without_authorization",
+    "request_key_with_two_digests",
+    "lease_expired_after_call_without_review",
+];
+
+/// One violation found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Violation {
+    pub kind: String,
+    pub subject: String,
+    pub evidence: Value,
+}
+
+/// Finds every current violation and records the new ones; returns all that hold now.
+pub async fn check(pool: &PgPool) -> sqlx::Result<Vec<Violation>> {
+    let rows = sqlx::query!(
+        r#"
+        select 'one_effect_step_with_several_references' as "kind!", s.id::text as "subject!",
+               jsonb_build_object('references', array_agg(distinct refs.reference)) as "evidence!"
+        from step s
+        join lateral (
+            select r.external_reference as reference from receipt r where r.step_id = s.id
+            union
+            select ir.external_reference from integrity_incident i
+            join incident_reference ir on ir.incident_id = i.id
+            where i.step_id = s.id and i.kind = 'duplicate_effect'
+        ) refs on true
+        where s.kind <> 'pure'
+        group by s.id
+        having count(distinct refs.reference) > 1
+
+        union all
+        select 'succeeded_step_without_receipt', s.id::text,
+               jsonb_build_object('workflow', s.workflow_id, 'logical', s.logical)
+        from step s
+        where s.state = 'succeeded' and s.kind <> 'pure'
+          and not exists (select 1 from receipt r where r.step_id = s.id)
+
+        union all
+        select 'dependant_started_before_required_receipt', d.id::text,
+               jsonb_build_object('dependency', p.id, 'attempt_started', min(a.started_at),
+                                  'dependency_settled', coalesce(max(r.created_at), max(w.created_at)))
+        from step d
+        join attempt a on a.step_id = d.id
+        join step p on p.workflow_id = d.workflow_id and p.logical = any(d.depends_on)
+        left join receipt r on r.step_id = p.id
+        left join waiver w on w.step_id = p.id and d.accepts_waiver
+        where p.kind <> 'pure'
+        group by d.id, p.id
+        having coalesce(max(r.created_at), max(w.created_at)) is null
+            or min(a.started_at) < coalesce(max(r.created_at), max(w.created_at))
+
+        union all
+        select 'opaque_retry_without_authorization', later.step_id::text,
+               jsonb_build_object('attempt', later.id, 'number', later.number, 'after_unknown_attempt', earlier.id)
+        from attempt later
+        join step s on s.id = later.step_id
+        join adapter ad on ad.name = s.adapter
+        join attempt earlier on earlier.step_id = later.step_id and earlier.number < later.number
+             and earlier.outcome = 'outcome_unknown'
+        where later.authorization_id is null
+          and ad.contract ->> 'accepts_idempotency_key' = 'false'
+          and ad.contract ->> 'query_by_client_reference' = 'false'
+
+        union all
+        select 'request_key_with_two_digests', q.request_key,
+               jsonb_build_object('bound', q.input_digest, 'receipt', r.input_digest)
+        from external_request q join receipt r on r.request_key = q.request_key
+        where r.input_digest <> q.input_digest
+
+        union all
+        select 'lease_expired_after_call_without_review', s.id::text,
+               jsonb_build_object('attempt', a.id, 'invoked_at', a.invoked_at, 'lease_expired_at', s.lease_expires_at)
+        from step s join attempt a on a.step_id = s.id and a.ended_at is null and a.invoked_at is not null
+        where s.state = 'invoking' and s.lease_expires_at < now() - interval '1 minute'
+        "#
+    )
+    .fetch_all(pool)
+    .await?;
+    let violations: Vec<Violation> = rows
+        .into_iter()
+        .map(|r| Violation {
+            kind: r.kind,
+            subject: r.subject,
+            evidence: r.evidence,
+        })
+        .collect();
+    for v in &violations {
+        sqlx::query!(
+            r#"insert into invariant_violation (kind, subject, evidence) values ($1, $2, $3)
+               on conflict (kind, subject) do nothing"#,
+            v.kind,
+            v.subject,
+            v.evidence,
+        )
+        .execute(pool)
+        .await?;
+    }
+    Ok(violations)
+}
+
+/// Before workers resume after a restore: every step caught `running` or `invoking` is handed
+/// to recovery now, lease or not, so its outcome is queried or paused before anything is sent.
+/// Returns how many steps went to recovery (`invoking`) and back to ready (`running`).
+pub async fn prepare_resume(pool: &PgPool) -> sqlx::Result<(usize, usize)> {
+    let mut tx = pool.begin().await?;
+    sqlx::query!(
+        r#"update step set lease_expires_at = now() - interval '1 second'
+           where state in ('running', 'invoking')"#
+    )
+    .execute(&mut *tx)
+    .await?;
+    let before = crate::store::step::reclaim_expired_before_call(&mut tx).await?;
+    let during = crate::store::step::reclaim_expired_during_call(&mut tx).await?;
+    for (_, workflow) in &during {
+        crate::store::workflow::refresh_state(&mut tx, *workflow).await?;
+    }
+    tx.commit().await?;
+    Ok((during.len(), before.len()))
+}

@@ -1,0 +1,79 @@
+//! The outbox and the audit log: written in the same transaction as the change they announce.
+
+use serde_json::Value;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// Appends an outbox event for `workflow` at `revision`.
+pub async fn emit(
+    conn: &mut PgConnection,
+    workflow: Uuid,
+    revision: i64,
+    kind: &str,
+    payload: &Value,
+) -> sqlx::Result<Uuid> {
+    let event_id = Uuid::now_v7();
+    sqlx::query!(
+        r#"insert into outbox (event_id, workflow_id, revision, kind, payload)
+           values ($1, $2, $3, $4, $5)"#,
+        event_id,
+        workflow,
+        revision,
+        kind,
+        payload,
+    )
+    .execute(conn)
+    .await?;
+    Ok(event_id)
+}
+
+/// Who did something recorded in the audit log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Actor<'a> {
+    /// A signed-in person.
+    Operator(&'a str),
+    /// An API client, by token name.
+    Api(&'a str),
+    /// The engine itself (a worker or the sweeper).
+    Engine(&'a str),
+}
+
+impl Actor<'_> {
+    fn parts(&self) -> (&str, &'static str) {
+        match self {
+            Actor::Operator(name) => (name, "operator"),
+            Actor::Api(name) => (name, "api"),
+            Actor::Engine(name) => (name, "engine"),
+        }
+    }
+}
+
+/// One audit entry.
+#[derive(Debug, Clone)]
+pub struct AuditEntry<'a> {
+    pub actor: Actor<'a>,
+    pub action: &'a str,
+    pub workflow: Option<Uuid>,
+    pub step: Option<Uuid>,
+    pub reason: Option<&'a str>,
+    pub details: Value,
+}
+
+/// Appends an entry to the audit log.
+pub async fn audit(conn: &mut PgConnection, entry: &AuditEntry<'_>) -> sqlx::Result<()> {
+    let (actor, actor_kind) = entry.actor.parts();
+    sqlx::query!(
+        r#"insert into audit (actor, actor_kind, action, workflow_id, step_id, reason, details)
+           values ($1, $2, $3, $4, $5, $6, $7)"#,
+        actor,
+        actor_kind,
+        entry.action,
+        entry.workflow,
+        entry.step,
+        entry.reason,
+        entry.details,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}

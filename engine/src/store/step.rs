@@ -1,0 +1,752 @@
+//! Steps, attempts, request identities, observations and receipts: the SQL of the checkpoint
+//! protocol. Every write after a lease is guarded by the lease holder and the expected state;
+//! zero rows affected is reported as [`LeaseLost`], so a stale worker changes nothing.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::{Executor, PgConnection, Postgres};
+use uuid::Uuid;
+
+use crate::definition::StepKind;
+use crate::domain::{AttemptOutcome, StepState, TransportObservation};
+
+/// A write after a lease touched no row: another worker (or the sweeper) owns the step now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("lease lost on step {step}")]
+pub struct LeaseLost {
+    pub step: Uuid,
+}
+
+/// Errors of a guarded write.
+#[derive(Debug, thiserror::Error)]
+pub enum GuardedError {
+    #[error(transparent)]
+    LeaseLost(#[from] LeaseLost),
+    #[error(transparent)]
+    Sqlx(#[from] sqlx::Error),
+}
+
+fn guard(rows: u64, step: Uuid) -> Result<(), GuardedError> {
+    if rows == 1 {
+        Ok(())
+    } else {
+        Err(LeaseLost { step }.into())
+    }
+}
+
+/// A step about to be inserted with its workflow.
+#[derive(Debug, Clone)]
+pub struct NewStep<'a> {
+    pub workflow: Uuid,
+    pub logical: &'a str,
+    pub definition_version: i32,
+    pub kind: StepKind,
+    pub adapter: Option<&'a str>,
+    pub state: StepState,
+    pub depends_on: Vec<String>,
+    pub required_fields: Vec<String>,
+    pub accepts_waiver: bool,
+}
+
+/// Inserts a step; returns its id.
+pub async fn insert(conn: &mut PgConnection, step: &NewStep<'_>) -> sqlx::Result<Uuid> {
+    let id = Uuid::now_v7();
+    sqlx::query!(
+        r#"insert into step (id, workflow_id, logical, definition_version, kind, adapter, state,
+                             depends_on, required_fields, accepts_waiver)
+           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"#,
+        id,
+        step.workflow,
+        step.logical,
+        step.definition_version,
+        step.kind as StepKind,
+        step.adapter,
+        step.state as StepState,
+        &step.depends_on,
+        &step.required_fields,
+        step.accepts_waiver,
+    )
+    .execute(conn)
+    .await?;
+    Ok(id)
+}
+
+/// A step leased by a worker, with what it needs to run.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub id: Uuid,
+    pub workflow_id: Uuid,
+    pub logical: String,
+    pub definition_version: i32,
+    pub kind: StepKind,
+    pub adapter: Option<String>,
+    /// `Running` for a fresh attempt, `OutcomeUnknown` for a recovery.
+    pub state: StepState,
+    pub request_key: Option<String>,
+    pub attempt_count: i32,
+    pub unknown_since: Option<DateTime<Utc>>,
+    pub workflow_input: Value,
+}
+
+/// Checkpoint 1, for up to `limit` steps at once: leases ready steps (and outcome-unknown steps
+/// due for recovery) with `FOR UPDATE SKIP LOCKED`. Ready steps move to `running` and count
+/// an attempt; [`insert_attempts`] records those attempts in the same transaction.
+pub async fn claim(
+    conn: &mut PgConnection,
+    worker: &str,
+    limit: i64,
+    lease_secs: f64,
+) -> sqlx::Result<Vec<Claimed>> {
+    sqlx::query_as!(
+        Claimed,
+        r#"with due as (
+               select id from step
+               where state in ('ready', 'outcome_unknown') and run_after <= now()
+                 and (lease_expires_at is null or lease_expires_at < now())
+               order by run_after
+               limit $2
+               for update skip locked
+           )
+           update step s
+              set lease_holder = $1,
+                  lease_expires_at = now() + make_interval(secs => $3),
+                  run_after = now() + make_interval(secs => $3),
+                  state = case when s.state = 'ready' then 'running'::step_state else s.state end,
+                  attempt_count = s.attempt_count + case when s.state = 'ready' then 1 else 0 end,
+                  updated_at = now()
+             from due, workflow w
+            where s.id = due.id and w.id = s.workflow_id
+           returning s.id, s.workflow_id, s.logical, s.definition_version,
+                     s.kind as "kind: StepKind", s.adapter,
+                     s.state as "state: StepState", s.request_key, s.attempt_count,
+                     s.unknown_since as "unknown_since: _", w.input as workflow_input"#,
+        worker,
+        limit,
+        lease_secs,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Records one open attempt per (step, attempt id, number), in one statement.
+pub async fn insert_attempts(
+    conn: &mut PgConnection,
+    worker: &str,
+    lease_secs: f64,
+    steps: &[Uuid],
+    attempts: &[Uuid],
+    numbers: &[i32],
+    authorizations: &[Option<Uuid>],
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"insert into attempt (id, step_id, number, worker, lease_expires_at, authorization_id)
+           select a, s, n, $1, now() + make_interval(secs => $2), z
+           from unnest($3::uuid[], $4::uuid[], $5::int[], $6::uuid[]) as t(s, a, n, z)"#,
+        worker,
+        lease_secs,
+        steps,
+        attempts,
+        numbers,
+        authorizations as &[Option<Uuid>],
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Extends the lease of a step this worker holds; fails with [`LeaseLost`] otherwise.
+pub async fn renew_lease<'e, E>(
+    executor: E,
+    step: Uuid,
+    worker: &str,
+    lease_secs: f64,
+) -> Result<(), GuardedError>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    let rows = sqlx::query!(
+        r#"update step set lease_expires_at = now() + make_interval(secs => $3),
+                           run_after = now() + make_interval(secs => $3)
+           where id = $1 and lease_holder = $2"#,
+        step,
+        worker,
+        lease_secs,
+    )
+    .execute(executor)
+    .await?
+    .rows_affected();
+    guard(rows, step)
+}
+
+/// Outputs and receipt fields of a workflow's succeeded steps, keyed by logical name:
+/// `{"render": {...output}, "deliver": {"external_reference": …, "input_digest": …}}`.
+pub async fn dependency_facts(conn: &mut PgConnection, workflow: Uuid) -> sqlx::Result<Value> {
+    sqlx::query_scalar!(
+        r#"select coalesce(jsonb_object_agg(s.logical,
+                      coalesce(s.output, jsonb_build_object(
+                          'external_reference', r.external_reference,
+                          'input_digest', r.input_digest,
+                          'request_key', r.request_key))), '{}') as "facts!"
+           from step s left join receipt r on r.id = s.receipt_id
+           where s.workflow_id = $1 and s.state = 'succeeded'"#,
+        workflow
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// Checkpoint 2's record: the authority decision taken just before the boundary.
+pub async fn authority_check(
+    conn: &mut PgConnection,
+    step: Uuid,
+    attempt: Uuid,
+    adapter: &str,
+    subject: &str,
+) -> sqlx::Result<Option<String>> {
+    let suspension = sqlx::query_scalar!(
+        r#"select scope || ' ' || value || ' is suspended: ' || reason as "why!"
+           from authority_suspension
+           where (scope = 'adapter' and value = $1) or (scope = 'subject' and value = $2)
+           order by scope limit 1"#,
+        adapter,
+        subject,
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    let scope = serde_json::json!({ "adapter": adapter, "subject": subject, "action": "deliver" });
+    let reason = suspension
+        .clone()
+        .unwrap_or_else(|| "no suspension applies".to_owned());
+    sqlx::query!(
+        r#"insert into authority_decision (step_id, attempt_id, granted, scope, reason)
+           values ($1, $2, $3, $4, $5)"#,
+        step,
+        attempt,
+        suspension.is_none(),
+        scope,
+        reason,
+    )
+    .execute(conn)
+    .await?;
+    Ok(suspension)
+}
+
+/// The request identity to persist at checkpoint 3.
+#[derive(Debug, Clone)]
+pub struct RequestIdentity<'a> {
+    pub key: &'a str,
+    pub step: Uuid,
+    pub digest: &'a str,
+    pub summary: &'a Value,
+    pub adapter: &'a str,
+    pub contract_version: i32,
+}
+
+/// Persists the request identity unless it exists, and returns the digest bound to the key:
+/// the caller compares it with the regenerated request's and refuses to send on a mismatch.
+pub async fn bind_request(
+    conn: &mut PgConnection,
+    request: &RequestIdentity<'_>,
+) -> sqlx::Result<String> {
+    sqlx::query!(
+        r#"insert into external_request (request_key, step_id, input_digest, summary, adapter, contract_version)
+           values ($1, $2, $3, $4, $5, $6)
+           on conflict (request_key) do nothing"#,
+        request.key,
+        request.step,
+        request.digest,
+        request.summary,
+        request.adapter,
+        request.contract_version,
+    )
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query_scalar!(
+        r#"select input_digest from external_request where request_key = $1"#,
+        request.key
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// Checkpoint 3: the step is `invoking` under `key`, the attempt records when the call began.
+pub async fn mark_invoking(
+    conn: &mut PgConnection,
+    step: Uuid,
+    worker: &str,
+    attempt: Uuid,
+    key: &str,
+) -> Result<(), GuardedError> {
+    let rows = sqlx::query!(
+        r#"update step set state = 'invoking', request_key = $3, updated_at = now()
+           where id = $1 and lease_holder = $2 and state in ('running', 'outcome_unknown')"#,
+        step,
+        worker,
+        key,
+    )
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    guard(rows, step)?;
+    sqlx::query!(
+        r#"update attempt set invoked_at = now() where id = $1 and ended_at is null"#,
+        attempt
+    )
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query!(
+        r#"update external_request set first_sent_at = coalesce(first_sent_at, now()), last_sent_at = now()
+           where request_key = $1"#,
+        key
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Checkpoint 5: ends the attempt with its outcome and observation (never touched again) and
+/// appends the observation to the step's timeline.
+pub async fn end_attempt(
+    conn: &mut PgConnection,
+    step: Uuid,
+    attempt: Uuid,
+    request_key: Option<&str>,
+    observation: &TransportObservation,
+) -> sqlx::Result<()> {
+    let body = serde_json::to_value(observation).expect("an observation serializes");
+    sqlx::query!(
+        r#"update attempt set ended_at = now(), outcome = $2, observation = $3
+           where id = $1 and ended_at is null"#,
+        attempt,
+        observation.outcome() as AttemptOutcome,
+        body,
+    )
+    .execute(&mut *conn)
+    .await?;
+    record_observation(conn, step, Some(attempt), request_key, "transport", &body).await
+}
+
+/// Appends an observation (transport, lookup or compensation) to the step's timeline.
+pub async fn record_observation(
+    conn: &mut PgConnection,
+    step: Uuid,
+    attempt: Option<Uuid>,
+    request_key: Option<&str>,
+    kind: &str,
+    body: &Value,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"insert into observation (step_id, attempt_id, request_key, kind, body)
+           values ($1, $2, $3, $4, $5)"#,
+        step,
+        attempt,
+        request_key,
+        kind,
+        body,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Completes a pure step with its output, guarded by the lease.
+pub async fn complete_pure(
+    conn: &mut PgConnection,
+    step: Uuid,
+    worker: &str,
+    output: &Value,
+) -> Result<(), GuardedError> {
+    let rows = sqlx::query!(
+        r#"update step set state = 'succeeded', output = $3, lease_holder = null,
+                           lease_expires_at = null, updated_at = now()
+           where id = $1 and lease_holder = $2 and state = 'running'"#,
+        step,
+        worker,
+        output,
+    )
+    .execute(conn)
+    .await?
+    .rows_affected();
+    guard(rows, step)
+}
+
+/// A typed receipt about to be committed.
+#[derive(Debug, Clone)]
+pub struct NewReceipt<'a> {
+    pub step: Uuid,
+    pub request_key: &'a str,
+    pub external_reference: &'a str,
+    pub completion_state: &'a str,
+    pub method: &'a str,
+    pub result_summary: &'a Value,
+    pub author: Option<&'a str>,
+    pub evidence: Option<&'a str>,
+    pub reason: Option<&'a str>,
+}
+
+/// What recording an accepted external reference did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReceiptOutcome {
+    /// The receipt was committed and the step succeeded.
+    Committed { receipt: Uuid },
+    /// The step already had this very reference: nothing to do (a redelivery).
+    AlreadyRecorded,
+    /// The step already had another reference: a duplicate-effect incident holds both.
+    Duplicate { incident: Uuid, existing: String },
+}
+
+/// Checkpoint 6: commits the receipt and marks the step succeeded, unless the step already
+/// has a receipt — then the same reference is a no-op and another opens an incident.
+/// `worker` guards the write when the caller holds a lease; `None` is for operator actions,
+/// which lock the step row themselves.
+pub async fn commit_receipt(
+    conn: &mut PgConnection,
+    worker: Option<&str>,
+    receipt: &NewReceipt<'_>,
+) -> Result<ReceiptOutcome, GuardedError> {
+    let existing = sqlx::query!(
+        r#"select r.external_reference from step s join receipt r on r.id = s.receipt_id
+           where s.id = $1"#,
+        receipt.step
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    if let Some(existing) = existing {
+        if existing.external_reference == receipt.external_reference {
+            return Ok(ReceiptOutcome::AlreadyRecorded);
+        }
+        let incident = open_duplicate_incident(
+            conn,
+            receipt.step,
+            &[
+                (existing.external_reference.as_str(), None),
+                (receipt.external_reference, Some(receipt.request_key)),
+            ],
+        )
+        .await?;
+        return Ok(ReceiptOutcome::Duplicate {
+            incident,
+            existing: existing.external_reference,
+        });
+    }
+    let id = Uuid::now_v7();
+    sqlx::query!(
+        r#"insert into receipt (id, step_id, workflow_id, definition_version, input_digest, request_key,
+                                adapter, contract_version, external_reference, completion_state, method,
+                                observed_at, result_summary, author, evidence, reason)
+           select $1, s.id, s.workflow_id, s.definition_version, q.input_digest, q.request_key,
+                  q.adapter, q.contract_version, $3, $4, $5::text::receipt_method, now(), $6, $7, $8, $9
+           from step s join external_request q on q.request_key = $2
+           where s.id = $10"#,
+        id,
+        receipt.request_key,
+        receipt.external_reference,
+        receipt.completion_state,
+        receipt.method,
+        receipt.result_summary,
+        receipt.author,
+        receipt.evidence,
+        receipt.reason,
+        receipt.step,
+    )
+    .execute(&mut *conn)
+    .await?;
+    let rows = sqlx::query!(
+        r#"update step set state = 'succeeded', receipt_id = $2, lease_holder = null,
+                           lease_expires_at = null, unknown_since = null, updated_at = now()
+           where id = $1 and ($3::text is null or lease_holder = $3)"#,
+        receipt.step,
+        id,
+        worker,
+    )
+    .execute(conn)
+    .await?
+    .rows_affected();
+    guard(rows, receipt.step)?;
+    Ok(ReceiptOutcome::Committed { receipt: id })
+}
+
+/// Opens (or extends) the step's open duplicate-effect incident with every reference given.
+pub async fn open_duplicate_incident(
+    conn: &mut PgConnection,
+    step: Uuid,
+    references: &[(&str, Option<&str>)],
+) -> sqlx::Result<Uuid> {
+    let incident = sqlx::query_scalar!(
+        r#"with opened as (
+               insert into integrity_incident (id, step_id, kind) values ($1, $2, 'duplicate_effect')
+               on conflict (step_id, kind) where resolved_at is null do nothing
+               returning id
+           )
+           select id as "id!" from opened
+           union all
+           select id from integrity_incident
+           where step_id = $2 and kind = 'duplicate_effect' and resolved_at is null
+           limit 1"#,
+        Uuid::now_v7(),
+        step,
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    for (reference, key) in references {
+        sqlx::query!(
+            r#"insert into incident_reference (incident_id, external_reference, request_key)
+               values ($1, $2, $3) on conflict do nothing"#,
+            incident,
+            reference,
+            *key,
+        )
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(incident)
+}
+
+/// Where a step goes after an attempt that did not succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// Back to `ready` after a pause (nothing was committed, or the rejection is retryable).
+    RetryAfter { millis: i64 },
+    /// `outcome_unknown`: automatic recovery looks again after the pause.
+    Unknown { recheck_millis: i64 },
+    /// `review_required`: a person decides.
+    Review,
+    /// `rejected` for good.
+    Rejected,
+}
+
+/// Settles a step this worker holds (or, with `worker = None`, one the caller has locked) and
+/// releases its lease.
+pub async fn settle(
+    conn: &mut PgConnection,
+    step: Uuid,
+    worker: Option<&str>,
+    settle: Settle,
+) -> Result<(), GuardedError> {
+    let (state, millis) = match settle {
+        Settle::RetryAfter { millis } => (StepState::Ready, millis),
+        Settle::Unknown { recheck_millis } => (StepState::OutcomeUnknown, recheck_millis),
+        Settle::Review => (StepState::ReviewRequired, 0),
+        Settle::Rejected => (StepState::Rejected, 0),
+    };
+    let rows = sqlx::query!(
+        r#"update step set state = $3, lease_holder = null, lease_expires_at = null,
+                           run_after = now() + make_interval(secs => $4::bigint / 1000.0),
+                           unknown_since = case when $3::step_state in ('outcome_unknown', 'review_required')
+                                                then coalesce(unknown_since, now()) end,
+                           updated_at = now()
+           where id = $1 and ($2::text is null or lease_holder = $2)"#,
+        step,
+        worker,
+        state as StepState,
+        millis,
+    )
+    .execute(conn)
+    .await?
+    .rows_affected();
+    guard(rows, step)
+}
+
+/// Moves blocked steps of `workflow` whose dependencies now hold what they need to `ready`.
+pub async fn release_dependants(conn: &mut PgConnection, workflow: Uuid) -> sqlx::Result<u64> {
+    Ok(sqlx::query!(
+        r#"update step d set state = 'ready', run_after = now(), updated_at = now()
+           where d.workflow_id = $1 and d.state = 'blocked'
+             and not exists (
+                 select 1 from unnest(d.depends_on) as dep(logical)
+                 where not exists (
+                     select 1 from step p
+                     where p.workflow_id = d.workflow_id and p.logical = dep.logical
+                       and (p.state = 'succeeded' or (p.state = 'waived' and d.accepts_waiver))))"#,
+        workflow
+    )
+    .execute(conn)
+    .await?
+    .rows_affected())
+}
+
+/// Sweeper, part 1: steps whose worker vanished before persisting a request identity. No call
+/// was made, so their open attempts end `failed_before_effect` and the steps are ready again.
+pub async fn reclaim_expired_before_call(conn: &mut PgConnection) -> sqlx::Result<Vec<Uuid>> {
+    let body = serde_json::to_value(TransportObservation::WorkerLost { during_call: false })
+        .expect("an observation serializes");
+    sqlx::query_scalar!(
+        r#"with expired as (
+               select id from step where state = 'running' and lease_expires_at < now()
+               for update skip locked
+           ), ended as (
+               update attempt a set ended_at = now(), outcome = 'failed_before_effect', observation = $1
+               from expired e where a.step_id = e.id and a.ended_at is null
+               returning a.id, a.step_id
+           ), observed as (
+               insert into observation (step_id, attempt_id, kind, body)
+               select step_id, id, 'transport', $1 from ended
+           )
+           update step s set state = 'ready', lease_holder = null, lease_expires_at = null,
+                             run_after = now(), updated_at = now()
+           from expired e where s.id = e.id
+           returning s.id"#,
+        body
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Sweeper, part 2: steps whose worker vanished after persisting a request identity. The call
+/// may have happened: their attempts end `outcome_unknown`, the steps go to recovery.
+pub async fn reclaim_expired_during_call(
+    conn: &mut PgConnection,
+) -> sqlx::Result<Vec<(Uuid, Uuid)>> {
+    let body = serde_json::to_value(TransportObservation::WorkerLost { during_call: true })
+        .expect("an observation serializes");
+    let rows = sqlx::query!(
+        r#"with expired as (
+               select id, workflow_id, request_key from step
+               where state = 'invoking' and lease_expires_at < now()
+               for update skip locked
+           ), ended as (
+               update attempt a set ended_at = now(), outcome = 'outcome_unknown', observation = $1
+               from expired e where a.step_id = e.id and a.ended_at is null
+               returning a.id, a.step_id
+           ), observed as (
+               insert into observation (step_id, attempt_id, request_key, kind, body)
+               select ended.step_id, ended.id, e.request_key, 'transport', $1
+               from ended join expired e on e.id = ended.step_id
+           )
+           update step s set state = 'outcome_unknown', lease_holder = null, lease_expires_at = null,
+                             run_after = now(), unknown_since = coalesce(s.unknown_since, now()),
+                             updated_at = now()
+           from expired e where s.id = e.id
+           returning s.id, s.workflow_id"#,
+        body
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.id, r.workflow_id)).collect())
+}
+
+/// When the request under `key` was last sent (persisted just before the call).
+pub async fn last_sent_at(
+    conn: &mut PgConnection,
+    key: &str,
+) -> sqlx::Result<Option<DateTime<Utc>>> {
+    sqlx::query_scalar!(
+        r#"select last_sent_at as "last_sent_at: DateTime<Utc>" from external_request where request_key = $1"#,
+        key
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// The digest bound to `key` and its canonical summary.
+pub async fn request_identity(
+    conn: &mut PgConnection,
+    key: &str,
+) -> sqlx::Result<Option<(String, Value)>> {
+    let row = sqlx::query!(
+        r#"select input_digest, summary from external_request where request_key = $1"#,
+        key
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|r| (r.input_digest, r.summary)))
+}
+
+/// Ends the open attempt of a pure step, which has no transport to observe.
+pub async fn end_pure_attempt(conn: &mut PgConnection, attempt: Uuid) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"update attempt set ended_at = now(), outcome = 'succeeded' where id = $1 and ended_at is null"#,
+        attempt
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Counts and records a new attempt for a step this worker holds in recovery; returns its number.
+pub async fn begin_recovery_attempt(
+    conn: &mut PgConnection,
+    step: Uuid,
+    worker: &str,
+    attempt: Uuid,
+    lease_secs: f64,
+    authorization: Option<Uuid>,
+) -> Result<i32, GuardedError> {
+    let number = sqlx::query_scalar!(
+        r#"update step set attempt_count = attempt_count + 1, updated_at = now()
+           where id = $1 and lease_holder = $2 and state = 'outcome_unknown'
+           returning attempt_count"#,
+        step,
+        worker,
+    )
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or(LeaseLost { step })?;
+    insert_attempts(
+        conn,
+        worker,
+        lease_secs,
+        &[step],
+        &[attempt],
+        &[number],
+        &[authorization],
+    )
+    .await?;
+    Ok(number)
+}
+
+/// Releases this worker's lease without changing the step's state.
+pub async fn release_lease(
+    conn: &mut PgConnection,
+    step: Uuid,
+    worker: &str,
+) -> Result<(), GuardedError> {
+    let rows = sqlx::query!(
+        r#"update step set lease_holder = null, lease_expires_at = null, updated_at = now()
+           where id = $1 and lease_holder = $2"#,
+        step,
+        worker,
+    )
+    .execute(conn)
+    .await?
+    .rows_affected();
+    guard(rows, step)
+}
+
+/// Opens a digest-conflict incident: the destination holds the request key's reference
+/// under another digest.
+pub async fn open_digest_conflict(
+    conn: &mut PgConnection,
+    step: Uuid,
+    external_reference: &str,
+    request_key: &str,
+    evidence: &Value,
+) -> sqlx::Result<Uuid> {
+    let incident = sqlx::query_scalar!(
+        r#"with opened as (
+               insert into integrity_incident (id, step_id, kind) values ($1, $2, 'digest_conflict')
+               on conflict (step_id, kind) where resolved_at is null do nothing
+               returning id
+           )
+           select id as "id!" from opened
+           union all
+           select id from integrity_incident
+           where step_id = $2 and kind = 'digest_conflict' and resolved_at is null
+           limit 1"#,
+        Uuid::now_v7(),
+        step,
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    sqlx::query!(
+        r#"insert into incident_reference (incident_id, external_reference, request_key, evidence)
+           values ($1, $2, $3, $4) on conflict do nothing"#,
+        incident,
+        external_reference,
+        request_key,
+        evidence,
+    )
+    .execute(conn)
+    .await?;
+    Ok(incident)
+}

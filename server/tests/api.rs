@@ -1,0 +1,270 @@
+//! The `/api/v1` surface: idempotent creation, clear refusals, bearer tokens.
+
+use axum::body::Body;
+use http::{Request, StatusCode, header};
+use leptos::prelude::LeptosOptions;
+use serde_json::{Value, json};
+use server::http::{AppState, router};
+use sqlx::PgPool;
+use tower::ServiceExt;
+
+async fn setup(pool: &PgPool) -> String {
+    let contract = engine::contracts::declared("idempotent", 2_000, 0, false).unwrap();
+    engine::store::adapter::upsert(pool, "docs", "http://127.0.0.1:9", &contract)
+        .await
+        .unwrap();
+    engine::store::token::create(pool, "test-client")
+        .await
+        .unwrap()
+}
+
+async fn call(
+    pool: &PgPool,
+    method: &str,
+    uri: &str,
+    token: Option<&str>,
+    body: Option<String>,
+) -> (StatusCode, Value) {
+    let app = router(AppState {
+        pool: pool.clone(),
+        leptos_options: LeptosOptions::builder().output_name("z29c").build(),
+    });
+    let mut request = Request::builder().method(method).uri(uri);
+    if let Some(token) = token {
+        request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    if body.is_some() {
+        request = request.header(header::CONTENT_TYPE, "application/json");
+    }
+    let response = app
+        .oneshot(
+            request
+                .body(body.map(Body::from).unwrap_or_default())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+fn start_body(key: &str, title: &str) -> String {
+    json!({
+        "creation_key": key,
+        "definition": "document_delivery",
+        "input": { "adapter": "docs", "recipient": "r-1", "document": { "title": title, "body": "hello" } }
+    })
+    .to_string()
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn starting_twice_with_the_same_key_and_input_returns_the_same_workflow(pool: PgPool) {
+    let token = setup(&pool).await;
+    let (status, first) = call(
+        &pool,
+        "POST",
+        "/api/v1/workflows",
+        Some(&token),
+        Some(start_body("k-1", "Report")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{first}");
+    assert_eq!(
+        first["status"],
+        "Request recorded; delivery has not started"
+    );
+    assert_eq!(first["steps"].as_array().unwrap().len(), 3);
+
+    let (status, again) = call(
+        &pool,
+        "POST",
+        "/api/v1/workflows",
+        Some(&token),
+        Some(start_body("k-1", "Report")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(again["id"], first["id"]);
+    let count: i64 = sqlx::query_scalar("select count(*) from workflow")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 1);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_same_key_with_another_input_is_a_conflict_that_changes_nothing(pool: PgPool) {
+    let token = setup(&pool).await;
+    call(
+        &pool,
+        "POST",
+        "/api/v1/workflows",
+        Some(&token),
+        Some(start_body("k-1", "Report")),
+    )
+    .await;
+    let (status, body) = call(
+        &pool,
+        "POST",
+        "/api/v1/workflows",
+        Some(&token),
+        Some(start_body("k-1", "Other")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("creation key `k-1`"),
+        "{body}"
+    );
+    let titles: Vec<String> =
+        sqlx::query_scalar("select input->'document'->>'title' from workflow")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(titles, vec!["Report".to_owned()]);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn starting_work_commits_intent_steps_outbox_and_audit_together(pool: PgPool) {
+    let token = setup(&pool).await;
+    let (_, body) = call(
+        &pool,
+        "POST",
+        "/api/v1/workflows",
+        Some(&token),
+        Some(start_body("k-2", "Report")),
+    )
+    .await;
+    let id: uuid::Uuid = body["id"].as_str().unwrap().parse().unwrap();
+    let states: Vec<(String, String)> = sqlx::query_as(
+        "select logical, state::text from step where workflow_id = $1 order by created_at",
+    )
+    .bind(id)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        states,
+        vec![
+            ("render".into(), "ready".into()),
+            ("deliver".into(), "blocked".into()),
+            ("notify".into(), "blocked".into())
+        ]
+    );
+    let events: i64 = sqlx::query_scalar(
+        "select count(*) from outbox where workflow_id = $1 and kind = 'workflow.started'",
+    )
+    .bind(id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(events, 1);
+    let actor: String = sqlx::query_scalar("select actor from audit where workflow_id = $1")
+        .bind(id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(actor, "test-client");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn malformed_bodies_get_a_4xx_that_says_what_is_wrong(pool: PgPool) {
+    let token = setup(&pool).await;
+    let cases = [
+        ("{not json", StatusCode::BAD_REQUEST),
+        (r#"{"creation_key": "k"}"#, StatusCode::UNPROCESSABLE_ENTITY),
+        (
+            &start_body("k", "T").replace("docs", "nope"),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            &start_body("k", "").to_string(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (&start_body("", "T"), StatusCode::UNPROCESSABLE_ENTITY),
+    ];
+    for (body, expected) in cases {
+        let (status, answer) = call(
+            &pool,
+            "POST",
+            "/api/v1/workflows",
+            Some(&token),
+            Some(body.to_owned()),
+        )
+        .await;
+        assert_eq!(status, expected, "{body} → {answer}");
+        assert!(
+            !answer["error"].as_str().unwrap_or_default().is_empty(),
+            "{body} → {answer}"
+        );
+    }
+    let huge = start_body("k", &"x".repeat(server::api::MAX_BODY_BYTES));
+    let (status, answer) = call(&pool, "POST", "/api/v1/workflows", Some(&token), Some(huge)).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{answer}");
+    let count: i64 = sqlx::query_scalar("select count(*) from workflow")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 0, "a refused request recorded a workflow");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_api_refuses_requests_without_a_valid_token(pool: PgPool) {
+    setup(&pool).await;
+    for token in [None, Some("z29c_forged")] {
+        let (status, body) = call(
+            &pool,
+            "POST",
+            "/api/v1/workflows",
+            token,
+            Some(start_body("k", "T")),
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert!(body["error"].as_str().unwrap().contains("Bearer"));
+    }
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn reading_a_workflow_answers_its_projection_or_a_clear_404(pool: PgPool) {
+    let token = setup(&pool).await;
+    let (_, created) = call(
+        &pool,
+        "POST",
+        "/api/v1/workflows",
+        Some(&token),
+        Some(start_body("k", "T")),
+    )
+    .await;
+    let uri = format!("/api/v1/workflows/{}", created["id"].as_str().unwrap());
+    let (status, body) = call(&pool, "GET", &uri, Some(&token), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["creation_key"], "k");
+    let (status, _) = call(
+        &pool,
+        "GET",
+        "/api/v1/workflows/not-a-uuid",
+        Some(&token),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = call(
+        &pool,
+        "GET",
+        &format!("/api/v1/workflows/{}", uuid::Uuid::nil()),
+        Some(&token),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
