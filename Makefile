@@ -12,7 +12,7 @@ Z29C := $(CARGO_TARGET_DIR)/$(PROFILE)/z29c
 LEPTOS_FLAGS := $(if $(filter release,$(PROFILE)),--release,)
 TOOLS := $(if $(filter release,$(PROFILE)),release,build)
 
-.PHONY: help run build test lint unit e2e sqlx-prepare clean
+.PHONY: help run build test lint unit e2e sqlx-prepare migrate-both clean
 
 help:
 	@echo "make run     build and serve the console at http://\$${Z29C_ADDR:-127.0.0.1:3000} (PROFILE=release for an optimised build)"
@@ -37,8 +37,7 @@ lint:
 	cargo clippy -p app --no-default-features --features hydrate --target wasm32-unknown-unknown -- -D warnings
 
 ## Needs DATABASE_URL (make test provides a private cluster through `z29c db exec`).
-unit:
-	cargo sqlx migrate run --source migrations
+unit: migrate-both
 	cargo sqlx prepare --workspace --check
 	cargo nextest run --workspace --no-fail-fast
 
@@ -46,9 +45,14 @@ e2e:
 	Z29C_BIN=$(Z29C) end2end/run.sh
 
 ## Refreshes .sqlx/ after a query changes: `z29c db exec -- make sqlx-prepare`.
-sqlx-prepare:
-	cargo sqlx migrate run --source migrations
+sqlx-prepare: migrate-both
 	cargo sqlx prepare --workspace
+
+## The query checks need both schemas in one database: Z29C's and the destinations' (which, at
+## run time, always live in a database of their own).
+migrate-both:
+	cargo sqlx migrate run --source migrations --ignore-missing
+	cargo sqlx migrate run --source destinations/migrations --ignore-missing
 
 clean:
 	cargo clean

@@ -163,7 +163,7 @@ pub struct PreparedRequest {
 /// Generates the outbound request of an external step from the immutable inputs.
 ///
 /// `dependencies` holds the outputs or receipt fields of the steps it depends on, by logical
-/// name. Version 2 adds a `definition` field to the body; v1 workflows never see it.
+/// name. Version 2 words the summary differently; v1 workflows never see it.
 pub fn prepare_request(
     version: i32,
     logical: &str,
@@ -202,15 +202,18 @@ pub fn prepare_request(
     };
     let content_digest = InputDigest::parse(&content_digest)
         .ok_or_else(|| InputError::Invalid("malformed dependency digest".into()))?;
-    let mut body = json!({
+    // Version 2 names the definition in the summary: other bytes under the same protocol.
+    let summary = if version >= 2 {
+        format!("{summary} ({DOCUMENT_DELIVERY} v{version})")
+    } else {
+        summary
+    };
+    let body = json!({
         "client_reference": request_key,
         "digest": content_digest,
         "recipient": input.recipient,
         "summary": summary,
     });
-    if version >= 2 {
-        body["definition"] = json!(format!("{DOCUMENT_DELIVERY}-v{version}"));
-    }
     Ok(PreparedRequest {
         request_digest: InputDigest::of_json(&body),
         content_digest,

@@ -3,6 +3,7 @@
 //!
 //! 1. claim (lease + attempt) · 2. authority · 3. request identity, `invoking` ·
 //! 4. the call, outside any transaction · 5. observation · 6. receipt, dependants, outbox.
+//!
 //! Checkpoints 2–3 share a transaction, as do 5–6: neither pair has a network call between.
 
 use std::collections::HashMap;

@@ -1,0 +1,95 @@
+//! How one destination is set up: its name, kind, status-index lag and clock.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::Kind;
+
+/// The status-index lag of a queryable destination unless configured otherwise.
+pub const DEFAULT_VISIBILITY_WINDOW: Duration = Duration::from_millis(1500);
+
+/// The set-up of one destination.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Names the destination's rows. Several destinations may share one database (and its
+    /// `destination` schema); each reads and writes only the rows carrying its own name.
+    pub name: String,
+    /// What the destination offers after a lost answer.
+    pub kind: Kind,
+    /// How long after acceptance a delivery stays invisible to lookups (queryable kind only):
+    /// a "not found" inside this window is not proof of absence.
+    pub visibility_window: Duration,
+    /// Where acceptance times and lookup times come from.
+    pub clock: Clock,
+}
+
+impl Config {
+    /// A destination of `kind`, named after it, with the default visibility window and the
+    /// database's clock.
+    pub fn new(kind: Kind) -> Self {
+        Config {
+            name: kind.as_str().to_owned(),
+            kind,
+            visibility_window: DEFAULT_VISIBILITY_WINDOW,
+            clock: Clock::Database,
+        }
+    }
+
+    /// The visibility window in milliseconds when the kind has a status index, else `None`.
+    pub fn visibility_window_ms(&self) -> Option<u64> {
+        self.kind
+            .supports_lookup()
+            .then(|| u64::try_from(self.visibility_window.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+/// The source of "now" for acceptance times and for the visibility window.
+#[derive(Clone, Debug, Default)]
+pub enum Clock {
+    /// The database's `now()`: what a real service would use.
+    #[default]
+    Database,
+    /// A clock that moves only when told to, so tests can cross the visibility window without
+    /// waiting for it.
+    Manual(ManualClock),
+}
+
+impl Clock {
+    /// The time to record instead of the database's `now()`, if any.
+    pub(crate) fn fixed_now(&self) -> Option<DateTime<Utc>> {
+        match self {
+            Clock::Database => None,
+            Clock::Manual(clock) => Some(clock.now()),
+        }
+    }
+}
+
+impl From<ManualClock> for Clock {
+    fn from(clock: ManualClock) -> Self {
+        Clock::Manual(clock)
+    }
+}
+
+/// A shared clock that tests move by hand. Clones share the same time.
+#[derive(Clone, Debug)]
+pub struct ManualClock(Arc<Mutex<DateTime<Utc>>>);
+
+impl ManualClock {
+    /// A clock standing at `start`.
+    pub fn starting_at(start: DateTime<Utc>) -> Self {
+        ManualClock(Arc::new(Mutex::new(start)))
+    }
+
+    /// The time the clock shows.
+    pub fn now(&self) -> DateTime<Utc> {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Moves the clock forward by `by`.
+    pub fn advance(&self, by: Duration) {
+        let by = chrono::TimeDelta::from_std(by).expect("a clock advance fits in a TimeDelta");
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) += by;
+    }
+}

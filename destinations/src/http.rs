@@ -1,0 +1,296 @@
+//! The HTTP endpoints of a destination: wire formats in, wire formats out.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use http::{HeaderMap, StatusCode};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use sqlx::PgPool;
+use tokio::sync::broadcast;
+
+use crate::Config;
+use crate::delivery::{self, Creation, WithdrawalOutcome};
+use crate::error::ApiError;
+use crate::faults::{Fault, FaultPlan, FaultReport, Request};
+use crate::ledger::{Effect, Ledger};
+use crate::protocol::{
+    Accepted, DeliveryRequest, Description, IDEMPOTENCY_KEY_HEADER, LookupAnswer, Supports,
+    WITHDRAWAL_LIMITS, Withdrawn, is_digest, reference_problem,
+};
+use crate::script::Faults;
+use crate::store::{Delivery, Withdrawal};
+
+/// How many committed effects a slow [`crate::RunningDestination::effects`] subscriber may
+/// fall behind before it misses some.
+const EFFECT_BACKLOG: usize = 1024;
+
+/// Everything a request handler needs.
+#[derive(Clone, Debug)]
+pub(crate) struct AppState {
+    pub pool: PgPool,
+    pub config: Arc<Config>,
+    pub faults: Faults,
+    pub effects: broadcast::Sender<Effect>,
+}
+
+impl AppState {
+    pub fn new(pool: PgPool, config: Config) -> Self {
+        AppState {
+            pool,
+            config: Arc::new(config),
+            faults: Faults::default(),
+            effects: broadcast::channel(EFFECT_BACKLOG).0,
+        }
+    }
+
+    fn publish(&self, effect: Effect) {
+        // Nobody may be listening; the database, not this channel, is the truth.
+        let _ = self.effects.send(effect);
+    }
+}
+
+/// Marks a response that must never be sent: the server closes the connection instead.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DropConnection;
+
+/// The destination's endpoints (see `PROTOCOL.md`).
+pub(crate) fn routes(state: AppState) -> Router {
+    Router::new()
+        .route("/", get(describe))
+        .route("/deliveries", post(deliver))
+        .route("/deliveries/by-reference/{client_reference}", get(look_up))
+        .route(
+            "/deliveries/{external_reference}/withdrawal",
+            post(withdraw),
+        )
+        .route("/ledger", get(ledger))
+        .route(
+            "/control/faults",
+            get(show_faults).put(set_faults).delete(clear_faults),
+        )
+        .fallback(|| async { ApiError::NotFound })
+        .with_state(state)
+}
+
+async fn describe(State(app): State<AppState>) -> Json<Description> {
+    let kind = app.config.kind;
+    Json(Description {
+        kind,
+        visibility_window_ms: app.config.visibility_window_ms(),
+        supports: Supports {
+            idempotency_key: kind.accepts_idempotency_key(),
+            lookup: kind.supports_lookup(),
+            withdrawal: true,
+        },
+    })
+}
+
+async fn deliver(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let request: DeliveryRequest = parse(&body)?;
+    if let Some(problem) = request.problem() {
+        return Err(ApiError::Malformed(problem));
+    }
+    let key = idempotency_key(&headers)?;
+    if app.config.kind.accepts_idempotency_key() && key.is_none() {
+        return Err(ApiError::MissingIdempotencyKey);
+    }
+    let work = async {
+        match delivery::create(&app.pool, &app.config, &request, key).await? {
+            Creation::Accepted(delivery) => {
+                app.publish(Effect::Delivered {
+                    external_reference: delivery.external_reference.clone(),
+                    client_reference: delivery.client_reference.clone(),
+                });
+                Ok((StatusCode::CREATED, Json(accepted(delivery, false))).into_response())
+            }
+            Creation::Replayed(delivery) => Ok(Json(accepted(delivery, true)).into_response()),
+            Creation::KeyConflict { first_digest } => Err(ApiError::DeliveryKeyConflict {
+                key: key.unwrap_or_default().to_owned(),
+                first_digest,
+            }),
+        }
+    };
+    let request = Request::deliver(key, &request.client_reference);
+    Ok(disrupted(&app.faults, request, work).await)
+}
+
+#[derive(Deserialize)]
+struct LookupQuery {
+    digest: Option<String>,
+}
+
+async fn look_up(
+    State(app): State<AppState>,
+    client_reference: Result<Path<String>, PathRejection>,
+    query: Result<Query<LookupQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    if !app.config.kind.supports_lookup() {
+        return Err(ApiError::LookupNotSupported);
+    }
+    let Path(client_reference) = client_reference?;
+    let Query(LookupQuery { digest }) = query?;
+    if digest.as_deref().is_some_and(|digest| !is_digest(digest)) {
+        return Err(ApiError::Malformed(
+            "digest must be \"sha256:\" followed by 64 lowercase hex digits".into(),
+        ));
+    }
+    let work = async {
+        let answer =
+            delivery::look_up(&app.pool, &app.config, &client_reference, digest.as_deref()).await?;
+        Ok(answer.into_response())
+    };
+    Ok(disrupted(&app.faults, Request::lookup(&client_reference), work).await)
+}
+
+async fn withdraw(
+    State(app): State<AppState>,
+    external_reference: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let Path(external_reference) = external_reference?;
+    let key = idempotency_key(&headers)?.ok_or(ApiError::MissingIdempotencyKey)?;
+    let work = async {
+        match delivery::withdraw(&app.pool, &app.config, &external_reference, key).await? {
+            WithdrawalOutcome::Recorded(withdrawal) => {
+                app.publish(Effect::Withdrawn {
+                    withdrawal_reference: withdrawal.withdrawal_reference.clone(),
+                    external_reference: withdrawal.external_reference.clone(),
+                });
+                Ok((StatusCode::CREATED, Json(withdrawn(withdrawal, false))).into_response())
+            }
+            WithdrawalOutcome::Replayed(withdrawal) => {
+                Ok(Json(withdrawn(withdrawal, true)).into_response())
+            }
+            WithdrawalOutcome::KeyConflict { first_withdrawn } => {
+                Err(ApiError::WithdrawalKeyConflict {
+                    key: key.to_owned(),
+                    first_withdrawn,
+                })
+            }
+            WithdrawalOutcome::UnknownDelivery => {
+                Err(ApiError::UnknownDelivery(external_reference.clone()))
+            }
+        }
+    };
+    let request = Request::withdraw(key, &external_reference);
+    Ok(disrupted(&app.faults, request, work).await)
+}
+
+async fn ledger(State(app): State<AppState>) -> Result<Json<Ledger>, ApiError> {
+    Ok(Json(Ledger::read(&app.pool, &app.config.name).await?))
+}
+
+async fn show_faults(State(app): State<AppState>) -> Json<FaultReport> {
+    Json(app.faults.report())
+}
+
+async fn set_faults(
+    State(app): State<AppState>,
+    body: Bytes,
+) -> Result<Json<FaultReport>, ApiError> {
+    app.faults.install(parse::<FaultPlan>(&body)?)?;
+    Ok(Json(app.faults.report()))
+}
+
+async fn clear_faults(State(app): State<AppState>) -> StatusCode {
+    app.faults.clear();
+    StatusCode::NO_CONTENT
+}
+
+/// Runs `work` under the fault script: not at all (refusals, rejections, scripted lookup
+/// answers), or fully and then spoiling its answer (delay, drop, server error).
+async fn disrupted(
+    faults: &Faults,
+    request: Request<'_>,
+    work: impl Future<Output = Result<Response, ApiError>>,
+) -> Response {
+    let Some(fault) = faults.decide(&request) else {
+        return work.await.into_response();
+    };
+    let (operation, subject) = (request.operation, request.subject());
+    tracing::debug!(?fault, %operation, subject, "fault fires");
+    match fault {
+        Fault::Refuse {} => ApiError::Refused.into_response(),
+        Fault::Reject { code, retryable } => ApiError::Rejected { code, retryable }.into_response(),
+        Fault::LookupUnavailable {} => LookupAnswer::Unavailable.into_response(),
+        Fault::LookupProcessing {} => LookupAnswer::Processing.into_response(),
+        Fault::DelayResponse { ms } | Fault::WithdrawalTimeout { ms } => {
+            let response = work.await.into_response();
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            response
+        }
+        Fault::DropResponse {} | Fault::WithdrawalDrop {} => {
+            let mut response = work.await.into_response();
+            response.extensions_mut().insert(DropConnection);
+            response
+        }
+        Fault::ErrorAfterAccept { status } => {
+            let _done = work.await;
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            ApiError::AfterAccept(status).into_response()
+        }
+    }
+}
+
+impl IntoResponse for LookupAnswer {
+    fn into_response(self) -> Response {
+        let status = match self {
+            LookupAnswer::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            LookupAnswer::Found { .. }
+            | LookupAnswer::FoundWithConflictingDigest { .. }
+            | LookupAnswer::NotFound { .. }
+            | LookupAnswer::Processing => StatusCode::OK,
+        };
+        (status, Json(self)).into_response()
+    }
+}
+
+/// Reads a JSON body, whatever its declared content type.
+fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    Ok(serde_json::from_slice(body)?)
+}
+
+/// The `Idempotency-Key` header, if present.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let Some(value) = headers.get(IDEMPOTENCY_KEY_HEADER) else {
+        return Ok(None);
+    };
+    let key = value
+        .to_str()
+        .map_err(|_| ApiError::Malformed("Idempotency-Key must be visible ASCII".into()))?;
+    match reference_problem("Idempotency-Key", key) {
+        Some(problem) => Err(ApiError::Malformed(problem)),
+        None => Ok(Some(key)),
+    }
+}
+
+fn accepted(delivery: Delivery, replayed: bool) -> Accepted {
+    Accepted {
+        external_reference: delivery.external_reference,
+        client_reference: delivery.client_reference,
+        digest: delivery.digest,
+        accepted_at: delivery.accepted_at,
+        replayed,
+    }
+}
+
+fn withdrawn(withdrawal: Withdrawal, replayed: bool) -> Withdrawn {
+    Withdrawn {
+        withdrawal_reference: withdrawal.withdrawal_reference,
+        external_reference: withdrawal.external_reference,
+        withdrawn_at: withdrawal.withdrawn_at,
+        limits: WITHDRAWAL_LIMITS.to_owned(),
+        replayed,
+    }
+}

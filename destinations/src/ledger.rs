@@ -1,0 +1,91 @@
+//! The destination's own truth: every effect it committed, read straight from its database.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+
+use crate::store;
+
+/// Every delivery and withdrawal one destination committed, in the order it committed them
+/// (`GET /ledger`). Tests count real effects here, not in what the client was told.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ledger {
+    /// Accepted deliveries, earliest first.
+    pub deliveries: Vec<LedgerDelivery>,
+    /// Recorded withdrawals, earliest first.
+    pub withdrawals: Vec<LedgerWithdrawal>,
+}
+
+impl Ledger {
+    /// Reads the ledger of the destination named `destination` (its [`crate::Config::name`]).
+    pub async fn read(pool: &PgPool, destination: &str) -> sqlx::Result<Self> {
+        Ok(Ledger {
+            deliveries: store::ledger_deliveries(pool, destination).await?,
+            withdrawals: store::ledger_withdrawals(pool, destination).await?,
+        })
+    }
+
+    /// The deliveries made for one client reference, earliest first.
+    pub fn deliveries_for<'a>(
+        &'a self,
+        client_reference: &'a str,
+    ) -> impl Iterator<Item = &'a LedgerDelivery> + 'a {
+        self.deliveries
+            .iter()
+            .filter(move |delivery| delivery.client_reference == client_reference)
+    }
+}
+
+/// One accepted delivery.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerDelivery {
+    /// The reference the destination issued, e.g. `x-82`.
+    pub external_reference: String,
+    /// The client's reference.
+    pub client_reference: String,
+    /// The key it was deduplicated by (idempotent kind only).
+    pub idempotency_key: Option<String>,
+    /// The digest it was created with.
+    pub digest: String,
+    /// Who it was for.
+    pub recipient: String,
+    /// When it was committed.
+    pub accepted_at: DateTime<Utc>,
+    /// Whether it has since been withdrawn.
+    pub withdrawn: bool,
+}
+
+/// One recorded withdrawal.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerWithdrawal {
+    /// The reference the destination issued for the withdrawal, e.g. `w-5`.
+    pub withdrawal_reference: String,
+    /// The delivery withdrawn.
+    pub external_reference: String,
+    /// The key of the request that recorded it.
+    pub idempotency_key: String,
+    /// When it was committed.
+    pub at: DateTime<Utc>,
+}
+
+/// A new effect, announced as soon as it is committed and before any answer is sent, so a
+/// test or harness can act "after acceptance, before the response" without polling.
+/// Replays announce nothing: they commit nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    /// A delivery was accepted.
+    Delivered {
+        /// The reference issued.
+        external_reference: String,
+        /// The client's reference.
+        client_reference: String,
+    },
+    /// A delivery was withdrawn.
+    Withdrawn {
+        /// The withdrawal's own reference.
+        withdrawal_reference: String,
+        /// The delivery withdrawn.
+        external_reference: String,
+    },
+}

@@ -1,0 +1,286 @@
+//! The checkpoint protocol and contract-driven recovery against real destination services,
+//! asserted against what each destination's own ledger recorded.
+
+mod support;
+
+use std::time::Duration;
+
+use destinations::{Fault, FaultPlan, FaultRule, Kind, Match, Operation};
+use engine::worker::StepReport;
+use sqlx::PgPool;
+use support::Harness;
+
+fn delay_deliver(matching: Match, ms: u64) -> FaultPlan {
+    FaultPlan::rules([
+        FaultRule::new(Operation::Deliver, matching, Fault::DelayResponse { ms }).times(1),
+    ])
+}
+
+fn once(fault: Fault) -> FaultPlan {
+    FaultPlan::rules([FaultRule::new(Operation::Deliver, Match::Any, fault).times(1)])
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_document_is_rendered_delivered_and_notified_with_one_effect_each(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
+    let w = h.start("happy").await;
+    h.drive_until(w, "notify", "succeeded").await;
+
+    assert_eq!(h.workflow_state(w).await, "completed");
+    let (method, reference) = h.receipt(w, "deliver").await.unwrap();
+    assert_eq!(method, "direct_response");
+    let ledger = h.ledger().await;
+    assert_eq!(
+        ledger.deliveries.len(),
+        2,
+        "one delivery and one notification"
+    );
+    assert_eq!(ledger.deliveries[0].external_reference, reference);
+    assert_eq!(h.effects(&Harness::key(w, "deliver")).await, 1);
+    assert_eq!(h.outcomes(w, "deliver").await, vec!["succeeded"]);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_seeds_duplicate_scenario_under_an_idempotent_adapter_replays_the_same_key(
+    pool: PgPool,
+) {
+    let h = Harness::new(pool, Kind::Idempotent, 200, 0).await;
+    let w = h.start("dup-idempotent").await;
+    let key = Harness::key(w, "deliver");
+    h.faults(delay_deliver(Match::IdempotencyKey(key.clone()), 800));
+
+    h.drive_until(w, "deliver", "succeeded").await;
+
+    assert_eq!(
+        h.outcomes(w, "deliver").await,
+        vec!["outcome_unknown", "succeeded"]
+    );
+    assert_eq!(
+        h.receipt(w, "deliver").await.unwrap().0,
+        "idempotent_replay"
+    );
+    assert_eq!(
+        h.effects(&key).await,
+        1,
+        "the destination recorded a second delivery"
+    );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_seeds_duplicate_scenario_under_a_queryable_adapter_is_verified_by_lookup(
+    pool: PgPool,
+) {
+    let h = Harness::new(pool, Kind::Queryable, 200, 400).await;
+    let w = h.start("dup-queryable").await;
+    let key = Harness::key(w, "deliver");
+    h.faults(delay_deliver(Match::ClientReference(key.clone()), 800));
+
+    h.drive_until(w, "deliver", "succeeded").await;
+
+    assert_eq!(
+        h.outcomes(w, "deliver").await,
+        vec!["outcome_unknown"],
+        "no second attempt was made"
+    );
+    assert_eq!(h.receipt(w, "deliver").await.unwrap().0, "status_query");
+    assert_eq!(h.effects(&key).await, 1);
+    h.drive_until(w, "notify", "succeeded").await;
+    assert_eq!(h.workflow_state(w).await, "completed");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_seeds_duplicate_scenario_under_an_opaque_adapter_stops_for_review(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Opaque, 200, 0).await;
+    let w = h.start("dup-opaque").await;
+    let key = Harness::key(w, "deliver");
+    h.faults(delay_deliver(Match::ClientReference(key.clone()), 800));
+
+    h.drive_until(w, "deliver", "review_required").await;
+    // Well past the delayed answer: nothing may call the destination again on its own.
+    h.drive_for(Duration::from_millis(1_000)).await;
+
+    assert_eq!(
+        h.step(w, "deliver").await,
+        ("review_required".to_owned(), 1)
+    );
+    assert_eq!(h.effects(&key).await, 1);
+    assert_eq!(
+        h.step(w, "notify").await.0,
+        "blocked",
+        "the dependant went ahead without a receipt"
+    );
+    assert_eq!(h.workflow_state(w).await, "needs_review");
+    assert!(h.receipt(w, "deliver").await.is_none());
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_refusal_before_acceptance_is_failed_before_effect_and_retried_safely(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Opaque, 2_000, 0).await;
+    let w = h.start("refused").await;
+    h.faults(once(Fault::Refuse {}));
+    h.drive_until(w, "deliver", "succeeded").await;
+    assert_eq!(
+        h.outcomes(w, "deliver").await,
+        vec!["failed_before_effect", "succeeded"]
+    );
+    assert_eq!(h.effects(&Harness::key(w, "deliver")).await, 1);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_durable_rejection_ends_the_step_rejected_without_another_attempt(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
+    let w = h.start("rejected").await;
+    h.faults(once(Fault::Reject {
+        code: "recipient_unknown".into(),
+        retryable: false,
+    }));
+    h.drive_until(w, "deliver", "rejected").await;
+    h.drive_for(Duration::from_millis(200)).await;
+    assert_eq!(h.outcomes(w, "deliver").await, vec!["rejected"]);
+    assert_eq!(h.effects(&Harness::key(w, "deliver")).await, 0);
+    assert_eq!(h.workflow_state(w).await, "needs_review");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_retryable_rejection_is_tried_again(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
+    let w = h.start("rate-limited").await;
+    h.faults(once(Fault::Reject {
+        code: "rate_limited".into(),
+        retryable: true,
+    }));
+    h.drive_until(w, "deliver", "succeeded").await;
+    assert_eq!(
+        h.outcomes(w, "deliver").await,
+        vec!["rejected", "succeeded"]
+    );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_dropped_response_is_outcome_unknown_and_an_idempotent_replay_recovers_it(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
+    let w = h.start("dropped").await;
+    h.faults(once(Fault::DropResponse {}));
+    h.drive_until(w, "deliver", "succeeded").await;
+    assert_eq!(
+        h.outcomes(w, "deliver").await,
+        vec!["outcome_unknown", "succeeded"]
+    );
+    assert_eq!(
+        h.receipt(w, "deliver").await.unwrap().0,
+        "idempotent_replay"
+    );
+    assert_eq!(h.effects(&Harness::key(w, "deliver")).await, 1);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_server_error_after_acceptance_is_outcome_unknown_never_failed(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Opaque, 2_000, 0).await;
+    let w = h.start("five-hundred").await;
+    h.faults(once(Fault::ErrorAfterAccept { status: 500 }));
+    h.drive_until(w, "deliver", "review_required").await;
+    assert_eq!(h.outcomes(w, "deliver").await, vec!["outcome_unknown"]);
+    assert_eq!(h.effects(&Harness::key(w, "deliver")).await, 1);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn an_unreachable_destination_is_failed_before_effect(pool: PgPool) {
+    let h = Harness::new(pool.clone(), Kind::Opaque, 2_000, 0).await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let contract = engine::contracts::declared("opaque", 2_000, 0, false).unwrap();
+    engine::store::adapter::upsert(&pool, "docs", &format!("http://{closed}"), &contract)
+        .await
+        .unwrap();
+    let worker = h.another_worker("worker-2").await;
+    let w = h.start("unreachable").await;
+    for _ in 0..3 {
+        worker.run_once().await.unwrap();
+    }
+    let outcomes = h.outcomes(w, "deliver").await;
+    assert!(!outcomes.is_empty());
+    assert!(
+        outcomes.iter().all(|o| o == "failed_before_effect"),
+        "{outcomes:?}"
+    );
+    assert_eq!(h.ledger().await.deliveries.len(), 0);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_worker_that_lost_its_lease_during_the_call_changes_nothing(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Idempotent, 5_000, 0).await;
+    let w = h.start("stale").await;
+    h.drive_until(w, "deliver", "ready").await;
+    let mut accepted = h.destination.effects();
+    h.faults(delay_deliver(Match::Any, 500));
+
+    let worker = h.worker.clone();
+    let pass = tokio::spawn(async move { worker.run_once().await.unwrap() });
+    // The destination committed the delivery: the call is in flight. Another worker takes over.
+    accepted.recv().await.unwrap();
+    sqlx::query("update step set lease_holder = 'worker-2', lease_expires_at = now() + interval '1 minute' where workflow_id = $1 and logical = 'deliver'")
+        .bind(w)
+        .execute(&h.pool)
+        .await
+        .unwrap();
+    let reports: Vec<StepReport> = pass.await.unwrap().into_iter().map(|(_, r)| r).collect();
+
+    assert_eq!(reports, vec![StepReport::LeaseLost]);
+    assert_eq!(h.step(w, "deliver").await.0, "invoking");
+    assert_eq!(
+        h.outcomes(w, "deliver").await,
+        vec!["open"],
+        "the stale worker ended the attempt"
+    );
+    assert!(
+        h.receipt(w, "deliver").await.is_none(),
+        "the stale worker wrote a receipt"
+    );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn two_workers_racing_for_one_step_make_one_attempt(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
+    let second = h.another_worker("worker-2").await;
+    let w = h.start("race").await;
+    let (a, b) = tokio::join!(h.worker.run_once(), second.run_once());
+    let claimed = a.unwrap().len() + b.unwrap().len();
+    assert_eq!(claimed, 1);
+    assert_eq!(h.outcomes(w, "render").await, vec!["succeeded"]);
+}
+
+/// Kills a worker once the destination has committed, before any answer, and lets the lease
+/// expire: the step must be recovered by the adapter's contract, never simply run again.
+async fn worker_vanishes_mid_call(kind: Kind, expected: &str, pool: PgPool) {
+    let h = Harness::new(pool, kind, 2_000, 0).await;
+    let w = h.start("vanished").await;
+    h.drive_until(w, "deliver", "ready").await;
+    let mut accepted = h.destination.effects();
+    h.faults(delay_deliver(Match::Any, 60_000));
+    let worker = h.worker.clone();
+    let pass = tokio::spawn(async move { worker.run_once().await });
+    accepted.recv().await.unwrap();
+    pass.abort();
+    h.destination.clear_faults();
+    sqlx::query("update step set lease_expires_at = now() - interval '1 second' where workflow_id = $1 and logical = 'deliver'")
+        .bind(w)
+        .execute(&h.pool)
+        .await
+        .unwrap();
+
+    h.drive_until(w, "deliver", expected).await;
+    assert_eq!(h.outcomes(w, "deliver").await[0], "outcome_unknown");
+    assert_eq!(h.effects(&Harness::key(w, "deliver")).await, 1);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_worker_killed_mid_call_under_an_idempotent_adapter_is_recovered_by_replay(pool: PgPool) {
+    worker_vanishes_mid_call(Kind::Idempotent, "succeeded", pool).await;
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_worker_killed_mid_call_under_an_opaque_adapter_leaves_the_step_for_review(pool: PgPool) {
+    worker_vanishes_mid_call(Kind::Opaque, "review_required", pool).await;
+}
