@@ -24,7 +24,7 @@ build:
 	cargo leptos build $(LEPTOS_FLAGS)
 
 run: build
-	$(Z29C) serve
+	$(Z29C) serve --demo
 
 test:
 	scripts/ensure-tools.sh test

@@ -20,14 +20,19 @@ pub enum DbError {
     Migrate(#[from] sqlx::migrate::MigrateError),
 }
 
-/// Opens a pool on `url` sized for `max_connections` and applies pending migrations.
-pub async fn connect_and_migrate(url: &str, max_connections: u32) -> Result<PgPool, DbError> {
+/// Opens a pool on `url` sized for `max_connections`.
+pub async fn connect(url: &str, max_connections: u32) -> Result<PgPool, DbError> {
     let options: PgConnectOptions = url.parse()?;
-    let pool = PgPoolOptions::new()
+    Ok(PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(10))
         .connect_with(options.application_name("z29c"))
-        .await?;
+        .await?)
+}
+
+/// Opens a pool on `url` sized for `max_connections` and applies pending migrations.
+pub async fn connect_and_migrate(url: &str, max_connections: u32) -> Result<PgPool, DbError> {
+    let pool = connect(url, max_connections).await?;
     MIGRATOR.run(&pool).await?;
     Ok(pool)
 }

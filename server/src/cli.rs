@@ -24,6 +24,8 @@ pub struct Cli {
 enum Command {
     /// Serve the recovery console and API.
     Serve(ServeArgs),
+    /// Run one synthetic destination service (its own database; a private cluster by default).
+    Destinations(DestinationArgs),
     /// Run workers only (many processes may share one database).
     Worker(WorkerArgs),
     /// Apply pending database migrations and exit.
@@ -54,8 +56,30 @@ struct ServeArgs {
     /// Serve only: run no workers in this process.
     #[arg(long)]
     no_workers: bool,
+    /// Also start the three demo destinations and seed demo workflows (what `make run` does).
+    #[arg(long)]
+    demo: bool,
+    /// Where the demo destinations keep their private clusters.
+    #[arg(long, env = "Z29C_DEMO_DATA", default_value = ".z29c/destinations")]
+    demo_data_dir: PathBuf,
     #[command(flatten)]
     workers: WorkerTuning,
+}
+
+#[derive(Debug, clap::Args)]
+struct DestinationArgs {
+    /// idempotent, queryable or opaque (see destinations/PROTOCOL.md).
+    #[arg(long)]
+    kind: destinations::Kind,
+    /// Where the service listens.
+    #[arg(long, default_value = "127.0.0.1:3101")]
+    addr: SocketAddr,
+    /// How long the status index lags acceptance (queryable kind).
+    #[arg(long, default_value_t = 1_500)]
+    visibility_window_ms: u64,
+    /// The destination's own database: DATABASE_URL, or a private cluster in --pg-data-dir.
+    #[command(flatten)]
+    database: DatabaseArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -166,6 +190,14 @@ impl Cli {
             match self.command {
                 Command::Serve(args) => serve(args).await.map(|()| ExitCode::SUCCESS),
                 Command::Worker(args) => worker(args).await.map(|()| ExitCode::SUCCESS),
+                Command::Destinations(args) => crate::demo::serve_destination(
+                    args.kind,
+                    args.addr,
+                    std::time::Duration::from_millis(args.visibility_window_ms),
+                    &args.database,
+                )
+                .await
+                .map(|()| ExitCode::SUCCESS),
                 Command::Token(TokenCommand::Create { name, database }) => {
                     let db = Database::open(&database).await?;
                     let secret = engine::store::token::create(&db.pool, &name).await?;
@@ -213,6 +245,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("listening on {}", args.addr))?;
+    let demo = if args.demo {
+        let demo = crate::demo::Demo::start(&database.pool, &args.demo_data_dir).await?;
+        let seeded = crate::demo::seed(&database.pool).await?;
+        println!("demo: destinations on ports 3101-3103; {seeded} new demo workflow(s)");
+        Some(demo)
+    } else {
+        None
+    };
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let workers = if args.no_workers {
         None
@@ -229,6 +269,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .context("serving HTTP");
     if let Some(workers) = workers {
         workers.await.context("the worker task panicked")?;
+    }
+    if let Some(demo) = demo {
+        demo.stop().await;
     }
     database.close().await?;
     served

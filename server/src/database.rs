@@ -45,8 +45,19 @@ pub struct Database {
 }
 
 impl Database {
-    /// Connects to `DATABASE_URL` or starts the private cluster, then applies migrations.
+    /// Connects to `DATABASE_URL` or starts the private cluster, then applies Z29C's migrations.
     pub async fn open(args: &DatabaseArgs) -> anyhow::Result<Self> {
+        let database = Self::connect(args, "z29c").await?;
+        engine::db::MIGRATOR
+            .run(&database.pool)
+            .await
+            .context("applying Z29C's migrations")?;
+        Ok(database)
+    }
+
+    /// Connects without applying any migration (a destination applies its own); `name` is the
+    /// database created in a private cluster.
+    pub async fn connect(args: &DatabaseArgs, name: &str) -> anyhow::Result<Self> {
         let (url, cluster) = match &args.database_url {
             Some(DatabaseUrl(url)) => (url.clone(), None),
             None => {
@@ -58,13 +69,13 @@ impl Database {
                     port = cluster.port(),
                     "started the private PostgreSQL cluster (set DATABASE_URL to use another server)"
                 );
-                let url = cluster.ensure_database("z29c").await?;
+                let url = cluster.ensure_database(name).await?;
                 (url, Some(cluster))
             }
         };
-        let pool = engine::db::connect_and_migrate(&url, args.db_max_connections)
+        let pool = engine::db::connect(&url, args.db_max_connections)
             .await
-            .context("connecting to the database and applying migrations")?;
+            .context("connecting to the database")?;
         Ok(Self { pool, cluster })
     }
 

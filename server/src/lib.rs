@@ -3,5 +3,6 @@
 pub mod api;
 pub mod cli;
 pub mod database;
+pub mod demo;
 pub mod http;
 pub mod shutdown;

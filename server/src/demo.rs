@@ -1,0 +1,296 @@
+//! The demo `make run` serves: three destination services as separate processes, each with its
+//! own private PostgreSQL, adapters registered for them, and workflows driven through the real
+//! engine with scripted faults, so a new user sees every kind of uncertainty on first start.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use destinations::{Fault, FaultPlan, FaultRule, Kind, Match, Operation};
+use engine::domain::{RequestKey, StepKey};
+use engine::intake::{NewWorkflow, Started, start_workflow};
+use engine::store::journal::Actor;
+use serde_json::json;
+use sqlx::PgPool;
+use tokio::process::{Child, Command};
+use uuid::Uuid;
+
+/// Where each demo destination listens, and the adapter that reaches it.
+const DESTINATIONS: [(Kind, &str, u16); 3] = [
+    (Kind::Idempotent, "idempotent-docs", 3101),
+    (Kind::Queryable, "queryable-docs", 3102),
+    (Kind::Opaque, "opaque-docs", 3103),
+];
+
+/// Deadline of the demo adapters; the scripted delays exceed it.
+const DEADLINE_MS: u64 = 1_000;
+/// Status-index lag of the queryable demo destination.
+const WINDOW_MS: u64 = 1_500;
+
+/// The destination processes; stopped with SIGTERM so each stops its own cluster.
+pub struct Demo {
+    children: Vec<Child>,
+}
+
+impl Demo {
+    /// Starts the destinations (each with a private cluster under `data_dir`), registers their
+    /// adapters and waits until they answer.
+    pub async fn start(pool: &PgPool, data_dir: &Path) -> anyhow::Result<Self> {
+        let exe = std::env::current_exe().context("finding the z29c binary")?;
+        let mut children = Vec::new();
+        for (kind, adapter, port) in DESTINATIONS {
+            let dir: PathBuf = data_dir.join(kind.as_str());
+            let child = Command::new(&exe)
+                .args(["destinations", "--kind", kind.as_str(), "--addr"])
+                .arg(format!("127.0.0.1:{port}"))
+                .arg("--visibility-window-ms")
+                .arg(WINDOW_MS.to_string())
+                .arg("--pg-data-dir")
+                .arg(&dir)
+                .env_remove("DATABASE_URL")
+                .kill_on_drop(true)
+                .spawn()
+                .with_context(|| format!("starting the {kind} destination"))?;
+            children.push(child);
+            let contract =
+                engine::contracts::declared(kind.as_str(), DEADLINE_MS, WINDOW_MS, false)
+                    .expect("a known kind");
+            engine::store::adapter::upsert(pool, adapter, &base_url(port), &contract).await?;
+        }
+        let demo = Self { children };
+        for (kind, _, port) in DESTINATIONS {
+            wait_until_up(port)
+                .await
+                .with_context(|| format!("the {kind} destination did not start"))?;
+        }
+        Ok(demo)
+    }
+
+    /// Stops every destination process and waits for it.
+    pub async fn stop(mut self) {
+        for child in &mut self.children {
+            if let Some(pid) = child.id() {
+                let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(0));
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(20), child.wait()).await;
+        }
+    }
+}
+
+fn base_url(port: u16) -> String {
+    format!("http://127.0.0.1:{port}")
+}
+
+async fn wait_until_up(port: u16) -> anyhow::Result<()> {
+    let client = reqwest::Client::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if client
+            .get(base_url(port))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "no answer on port {port}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// One demo workflow: what to deliver, through which adapter, with which fault.
+struct Scene {
+    key: &'static str,
+    adapter: &'static str,
+    port: u16,
+    title: &'static str,
+    fault: Option<Fault>,
+    /// Deliver once before Z29C does, under the same client reference (an earlier system's
+    /// attempt), so the lookup finds two deliveries: a duplicate-effect incident.
+    predecessor: bool,
+}
+
+fn scenes() -> Vec<Scene> {
+    let scene = |key, adapter, port, title, fault, predecessor| Scene {
+        key,
+        adapter,
+        port,
+        title,
+        fault,
+        predecessor,
+    };
+    vec![
+        scene(
+            "demo-report-1",
+            "idempotent-docs",
+            3101,
+            "Quarterly report",
+            None,
+            false,
+        ),
+        scene(
+            "demo-report-2",
+            "idempotent-docs",
+            3101,
+            "Annual report",
+            Some(Fault::DelayResponse { ms: 3_000 }),
+            false,
+        ),
+        scene(
+            "demo-report-3",
+            "idempotent-docs",
+            3101,
+            "Board minutes",
+            Some(Fault::DropResponse {}),
+            false,
+        ),
+        scene(
+            "demo-invoice-1",
+            "queryable-docs",
+            3102,
+            "Invoice 1001",
+            None,
+            false,
+        ),
+        scene(
+            "demo-invoice-2",
+            "queryable-docs",
+            3102,
+            "Invoice 1002",
+            Some(Fault::DropResponse {}),
+            false,
+        ),
+        scene(
+            "demo-invoice-3",
+            "queryable-docs",
+            3102,
+            "Invoice 1003",
+            Some(Fault::DropResponse {}),
+            true,
+        ),
+        scene(
+            "demo-letter-1",
+            "opaque-docs",
+            3103,
+            "Welcome letter",
+            None,
+            false,
+        ),
+        scene(
+            "demo-letter-2",
+            "opaque-docs",
+            3103,
+            "Contract letter",
+            Some(Fault::DelayResponse { ms: 3_000 }),
+            false,
+        ),
+        scene(
+            "demo-letter-3",
+            "opaque-docs",
+            3103,
+            "Reminder letter",
+            Some(Fault::ErrorAfterAccept { status: 502 }),
+            false,
+        ),
+    ]
+}
+
+/// Starts the demo workflows (once: creation keys make this idempotent) and scripts their
+/// faults at the destinations. Call it before workers start, so no delivery outruns its fault.
+pub async fn seed(pool: &PgPool) -> anyhow::Result<usize> {
+    let client = reqwest::Client::new();
+    let mut plans: std::collections::BTreeMap<u16, Vec<FaultRule>> = Default::default();
+    let mut created = 0;
+    for scene in scenes() {
+        let input = json!({
+            "adapter": scene.adapter,
+            "recipient": "customer-42",
+            "document": { "title": scene.title, "body": format!("{}: generated for the Z29C demo.", scene.title) },
+        });
+        let started = start_workflow(
+            pool,
+            NewWorkflow {
+                creation_key: scene.key.to_owned(),
+                definition: engine::definition::DOCUMENT_DELIVERY.to_owned(),
+                version: None,
+                input,
+            },
+            Actor::Engine("demo"),
+        )
+        .await?;
+        let Started::Created(workflow) = started else {
+            continue;
+        };
+        created += 1;
+        let key = deliver_key(workflow.id, workflow.definition_version);
+        if scene.predecessor {
+            // The same document, already delivered once under this reference.
+            let parsed: engine::definition::DocumentDeliveryInput =
+                serde_json::from_value(workflow.input.clone())?;
+            let rendered = engine::definition::render(&parsed);
+            client
+                .post(format!("{}/deliveries", base_url(scene.port)))
+                .json(&json!({
+                    "client_reference": key,
+                    "digest": rendered["document_digest"],
+                    "recipient": "customer-42",
+                    "summary": format!("Document \"{}\" (sent by the previous system)", scene.title),
+                }))
+                .send()
+                .await?
+                .error_for_status()?;
+        }
+        if let Some(fault) = scene.fault {
+            let matching = if scene.adapter == "idempotent-docs" {
+                Match::IdempotencyKey(key)
+            } else {
+                Match::ClientReference(key)
+            };
+            plans
+                .entry(scene.port)
+                .or_default()
+                .push(FaultRule::new(Operation::Deliver, matching, fault).times(1));
+        }
+    }
+    for (port, rules) in plans {
+        client
+            .put(format!("{}/control/faults", base_url(port)))
+            .json(&FaultPlan::rules(rules))
+            .send()
+            .await?
+            .error_for_status()?;
+    }
+    Ok(created)
+}
+
+fn deliver_key(workflow: Uuid, version: i32) -> String {
+    RequestKey::derive(workflow, &StepKey::new("deliver", version)).to_string()
+}
+
+/// Serves one destination until SIGINT/SIGTERM (`z29c destinations`).
+pub async fn serve_destination(
+    kind: Kind,
+    addr: SocketAddr,
+    visibility_window: Duration,
+    database: &crate::database::DatabaseArgs,
+) -> anyhow::Result<()> {
+    let db = crate::database::Database::connect(database, "destination").await?;
+    destinations::migrate(&db.pool)
+        .await
+        .context("applying the destination's migrations")?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("listening on {addr}"))?;
+    println!("{kind} destination: http://{}", listener.local_addr()?);
+    let config = destinations::Config {
+        visibility_window,
+        ..destinations::Config::new(kind)
+    };
+    destinations::serve(listener, db.pool.clone(), config, crate::shutdown::signal()).await?;
+    db.close().await
+}
