@@ -10,7 +10,7 @@ use crate::domain::WorkflowState;
 use crate::domain::words::{DuplicateStatus, delivery_sentence};
 
 /// One step as the status projection shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct StepStatus {
     pub id: Uuid,
     pub logical: String,
@@ -23,7 +23,7 @@ pub struct StepStatus {
 }
 
 /// A workflow as the status projection shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct WorkflowStatus {
     pub id: Uuid,
     pub creation_key: String,

@@ -15,7 +15,8 @@ use sqlx::{PgConnection, PgPool};
 use tokio::task::JoinSet;
 use uuid::Uuid;
 
-use crate::adapter::{Adapter, HttpAdapter, LookupObservation};
+use crate::adapter::{Adapter, BoxFuture, HttpAdapter, LookupObservation};
+use crate::contract_suite::{self, SuiteReport};
 use crate::definition::{self, DocumentDeliveryInput, PreparedRequest, StepKind};
 use crate::domain::{
     AttemptOutcome, LookupAnswer, RecoveryDecision, RequestKey, StepKey, StepState,
@@ -116,8 +117,60 @@ pub struct Adapters {
     by_name: HashMap<String, (Arc<dyn Adapter>, i32)>,
 }
 
+/// Why [`Adapters::load_verified`] refused the registered adapters.
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterRefused {
+    /// The adapter registry could not be read.
+    #[error(transparent)]
+    Sqlx(#[from] sqlx::Error),
+    /// At least one adapter's contract suite failed against its live destination.
+    #[error("{}; refusing to start", failure_clauses(.reports))]
+    ContractFailed {
+        /// The failed suites, by adapter name.
+        reports: Vec<SuiteReport>,
+    },
+}
+
+fn failure_clauses(reports: &[SuiteReport]) -> String {
+    reports
+        .iter()
+        .map(SuiteReport::failure_clause)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 impl Adapters {
-    /// HTTP adapters for every registered adapter.
+    /// HTTP adapters for every registered adapter, each trusted only once its contract suite
+    /// passed against its live destination (DESIGN.md § Adapter contract). The suites run
+    /// concurrently and make real, labelled probe deliveries; one failure refuses them all.
+    pub async fn load_verified(pool: &PgPool) -> Result<Self, AdapterRefused> {
+        let adapters = Self::load(pool).await?;
+        let suites: Vec<BoxFuture<'_, SuiteReport>> = adapters
+            .by_name
+            .iter()
+            .map(|(name, (adapter, _))| {
+                Box::pin(contract_suite::verify(name, adapter.as_ref())) as BoxFuture<'_, _>
+            })
+            .collect();
+        let mut reports = contract_suite::join_all(suites).await;
+        reports.sort_by(|a, b| a.adapter.cmp(&b.adapter));
+        for report in &reports {
+            if report.passed() {
+                tracing::info!(adapter = %report.adapter, checks = report.checks.len(), "contract suite passed");
+            } else {
+                tracing::error!(adapter = %report.adapter, summary = %report.summary(), "contract suite failed");
+            }
+        }
+        reports.retain(|r| !r.passed());
+        if reports.is_empty() {
+            Ok(adapters)
+        } else {
+            Err(AdapterRefused::ContractFailed { reports })
+        }
+    }
+
+    /// HTTP adapters for every registered adapter, without running their contract suites: for
+    /// tests and tools whose destinations were verified elsewhere.
     pub async fn load(pool: &PgPool) -> sqlx::Result<Self> {
         let mut adapters = Self::default();
         for row in adapter_store::all(pool).await? {

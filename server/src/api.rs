@@ -25,7 +25,43 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/v1/workflows", post(start))
         .route("/api/v1/workflows/{id}", get(status))
+        .route("/api/v1/openapi.json", get(openapi))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+}
+
+/// The OpenAPI description of `/api/v1`, generated from the handlers below.
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(title = "Z29C API", description = "Start workflows and read their status."),
+    paths(start, status),
+    components(schemas(StartBody, ErrorBody, engine::status::WorkflowStatus)),
+    modifiers(&BearerAuth)
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+async fn openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(<ApiDoc as utoipa::OpenApi>::openapi())
+}
+
+/// Every refusal's body.
+#[derive(utoipa::ToSchema)]
+#[expect(dead_code, reason = "describes the JSON that ApiError writes")]
+struct ErrorBody {
+    /// What is wrong, in a sentence.
+    error: String,
 }
 
 /// A refusal, always with a sentence that says what is wrong.
@@ -99,16 +135,37 @@ impl FromRequestParts<AppState> for ApiClient {
 }
 
 /// `POST /api/v1/workflows`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct StartBody {
+    /// Client-supplied; the same key with the same input returns the existing workflow.
     creation_key: String,
+    /// `document_delivery`.
     definition: String,
+    /// The definition version; the newest when absent.
     #[serde(default)]
     version: Option<i32>,
+    /// For `document_delivery`: `{"adapter", "notify_adapter"?, "recipient", "document": {"title", "body"}}`.
     input: Value,
 }
 
+/// Records the intent, its steps and a `workflow.started` event in one transaction.
+#[utoipa::path(
+    post,
+    path = "/api/v1/workflows",
+    request_body = StartBody,
+    security(("bearer" = [])),
+    responses(
+        (status = 201, description = "Started", body = engine::status::WorkflowStatus),
+        (status = 200, description = "Same creation key and input: the existing workflow", body = engine::status::WorkflowStatus),
+        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 401, description = "No or bad bearer token", body = ErrorBody),
+        (status = 409, description = "Creation key already used with another input", body = ErrorBody),
+        (status = 413, description = "Body over 256 KiB", body = ErrorBody),
+        (status = 415, description = "Not JSON", body = ErrorBody),
+        (status = 422, description = "Cannot start: unknown definition, version or adapter, or invalid input", body = ErrorBody),
+    )
+)]
 async fn start(
     client: ApiClient,
     State(pool): State<PgPool>,
@@ -141,7 +198,19 @@ async fn start(
     Ok((code, Json(projection)).into_response())
 }
 
-/// `GET /api/v1/workflows/{id}`.
+/// The status projection of one workflow.
+#[utoipa::path(
+    get,
+    path = "/api/v1/workflows/{id}",
+    params(("id" = String, Path, description = "Workflow id (a UUID)")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The status projection", body = engine::status::WorkflowStatus),
+        (status = 400, description = "Not a UUID", body = ErrorBody),
+        (status = 401, description = "No or bad bearer token", body = ErrorBody),
+        (status = 404, description = "No such workflow", body = ErrorBody),
+    )
+)]
 async fn status(
     _client: ApiClient,
     State(pool): State<PgPool>,

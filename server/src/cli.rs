@@ -104,6 +104,10 @@ struct WorkerTuning {
     /// Lease length in seconds (renewed while a call is in flight).
     #[arg(long, env = "Z29C_LEASE_SECS", default_value_t = 30)]
     lease_secs: u64,
+    /// Run every adapter's contract suite (real calls) before starting, refusing false claims.
+    /// `z29c adapter add` always runs it; this re-checks destinations that may have changed.
+    #[arg(long)]
+    verify_adapters: bool,
 }
 
 impl WorkerTuning {
@@ -282,7 +286,11 @@ async fn spawn_worker(
     tuning: &WorkerTuning,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let adapters = engine::worker::Adapters::load(&database.pool).await?;
+    let adapters = if tuning.verify_adapters {
+        engine::worker::Adapters::load_verified(&database.pool).await?
+    } else {
+        engine::worker::Adapters::load(&database.pool).await?
+    };
     let config = tuning.config();
     tracing::info!(worker = %config.name, concurrency = config.concurrency, "starting workers");
     let worker = engine::worker::Worker::new(database.pool.clone(), config, adapters);
@@ -354,11 +362,17 @@ async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
             .with_context(|| {
                 format!("`{contract}` is not a contract: use idempotent, queryable or opaque")
             })?;
+            let report = engine::contract_suite::verify(
+                &name,
+                &engine::adapter::HttpAdapter::new(&url, contract.clone()),
+            )
+            .await;
+            anyhow::ensure!(report.passed(), "{}; not registered", report.summary());
             let db = Database::open(&database).await?;
             let version = engine::store::adapter::upsert(&db.pool, &name, &url, &contract).await?;
             db.close().await?;
             println!(
-                "adapter `{name}` registered at {url} (contract version {version}): {}",
+                "adapter `{name}` passed its contract suite and is registered at {url} (contract version {version}): {}",
                 contract.capabilities_summary()
             );
         }

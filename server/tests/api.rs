@@ -268,3 +268,21 @@ async fn reading_a_workflow_answers_its_projection_or_a_clear_404(pool: PgPool) 
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_openapi_document_describes_every_route(pool: PgPool) {
+    let (status, doc) = call(&pool, "GET", "/api/v1/openapi.json", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        doc["paths"]["/api/v1/workflows"]["post"].is_object(),
+        "{doc}"
+    );
+    assert!(
+        doc["paths"]["/api/v1/workflows/{id}"]["get"].is_object(),
+        "{doc}"
+    );
+    assert!(
+        doc["components"]["schemas"]["WorkflowStatus"].is_object(),
+        "{doc}"
+    );
+}

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 ///
 /// Mirrors the PostgreSQL enum `workflow_state`; a new variant must break every exhaustive match.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[cfg_attr(feature = "runtime", derive(sqlx::Type))]
+#[cfg_attr(feature = "runtime", derive(sqlx::Type, utoipa::ToSchema))]
 #[cfg_attr(
     feature = "runtime",
     sqlx(type_name = "workflow_state", rename_all = "snake_case")
@@ -47,7 +47,7 @@ impl WorkflowState {
 
 /// Where one logical step stands. Mirrors the PostgreSQL enum `step_state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[cfg_attr(feature = "runtime", derive(sqlx::Type))]
+#[cfg_attr(feature = "runtime", derive(sqlx::Type, utoipa::ToSchema))]
 #[cfg_attr(
     feature = "runtime",
     sqlx(type_name = "step_state", rename_all = "snake_case")

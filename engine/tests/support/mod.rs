@@ -1,3 +1,6 @@
+// Each test binary uses its own part of these fixtures; the rest is dead code there.
+#![allow(dead_code)]
+
 //! Fixtures for engine tests: a real destination service with its own database, an adapter
 //! registered for it, a worker, and a driver that runs passes until a condition holds.
 
@@ -200,4 +203,25 @@ impl Harness {
             }
         }
     }
+}
+
+/// A destination of `kind` with its own database and a visibility window of `window_ms`.
+pub async fn spawn_destination(z29c: &PgPool, kind: Kind, window_ms: u64) -> RunningDestination {
+    destinations::spawn(
+        destination_database(z29c).await,
+        Config {
+            visibility_window: Duration::from_millis(window_ms),
+            ..Config::new(kind)
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// An HTTP adapter for `destination` honouring `contract`, true or not.
+pub fn adapter_claiming(
+    destination: &RunningDestination,
+    contract: engine::domain::SideEffectContract,
+) -> engine::adapter::HttpAdapter {
+    engine::adapter::HttpAdapter::new(&destination.base_url(), contract)
 }
