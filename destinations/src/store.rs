@@ -2,6 +2,10 @@
 //!
 //! Each statement is its own transaction: the effect is committed before any answer leaves,
 //! and deduplication rests on unique constraints, never on a read followed by a write.
+//!
+//! Optional `now` parameters are bound `as _`: the workspace also enables sqlx's `time` feature
+//! (through tower-sessions' store), which makes `time::OffsetDateTime` the type the macros
+//! expect for a `timestamptz` parameter; chrono's `DateTime<Utc>` encodes the same value.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
@@ -59,7 +63,7 @@ pub(crate) async fn insert_delivery(
         new.digest,
         new.recipient,
         new.summary,
-        new.now,
+        new.now as _,
     )
     .fetch_optional(pool)
     .await
@@ -104,7 +108,7 @@ pub(crate) async fn visible_deliveries(
         destination,
         client_reference,
         window_ms,
-        now,
+        now as _,
     )
     .fetch_all(pool)
     .await
@@ -137,7 +141,7 @@ pub(crate) async fn insert_withdrawal(
         destination,
         external_reference,
         idempotency_key,
-        now,
+        now as _,
     )
     .fetch_optional(pool)
     .await

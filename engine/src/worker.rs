@@ -63,6 +63,8 @@ pub struct WorkerConfig {
     pub idle_poll: Duration,
     /// How long automatic recovery may try before a person must decide.
     pub recovery_window: Duration,
+    /// How often [`Worker::run`] checks the semantic invariants.
+    pub invariant_interval: Duration,
     pub retry: RetryPolicy,
 }
 
@@ -76,6 +78,7 @@ impl WorkerConfig {
             lease: Duration::from_secs(30),
             idle_poll: Duration::from_millis(250),
             recovery_window: Duration::from_secs(15 * 60),
+            invariant_interval: Duration::from_secs(30),
             retry: RetryPolicy {
                 max_attempts: 5,
                 base: Duration::from_millis(200),
@@ -214,6 +217,10 @@ pub enum StepReport {
     },
     ToReview,
     LeaseLost,
+    /// The pass stopped on an error (logged); the lease expires and the sweeper takes over.
+    Stopped {
+        error: String,
+    },
 }
 
 /// A worker: claims due steps and drives each through the protocol.
@@ -238,10 +245,22 @@ impl Worker {
         self.config.lease.as_secs_f64()
     }
 
-    /// Runs until `shutdown` resolves: sweeps expired leases, claims, processes.
+    /// Runs until `shutdown` resolves: sweeps expired leases, claims, processes, and checks the
+    /// semantic invariants every `invariant_interval`.
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
+        let mut next_check = tokio::time::Instant::now();
         loop {
+            // Between passes, never during one: steps in flight finish their protocol first.
+            tokio::select! {
+                biased;
+                () = &mut shutdown => return,
+                () = std::future::ready(()) => {}
+            }
+            if tokio::time::Instant::now() >= next_check {
+                self.check_invariants().await;
+                next_check = tokio::time::Instant::now() + self.config.invariant_interval;
+            }
             let worked = match self.run_once().await {
                 Ok(reports) => !reports.is_empty(),
                 Err(error) => {
@@ -255,6 +274,17 @@ impl Worker {
                     () = tokio::time::sleep(self.config.idle_poll) => {}
                 }
             }
+        }
+    }
+
+    async fn check_invariants(&self) {
+        match crate::invariants::check(&self.pool).await {
+            Ok(violations) => {
+                for v in violations {
+                    tracing::warn!(kind = %v.kind, subject = %v.subject, evidence = %v.evidence, "invariant violated");
+                }
+            }
+            Err(error) => tracing::warn!(%error, "invariant check failed"),
         }
     }
 
@@ -349,7 +379,15 @@ impl Worker {
                 tracing::warn!(step = %step.id, "lease lost; another worker owns the step now");
                 Ok(StepReport::LeaseLost)
             }
-            other => other,
+            // One step's trouble must not abort the others in flight: this step keeps its lease
+            // until it expires, and the sweeper hands it on by its checkpoint.
+            Err(error) => {
+                tracing::error!(step = %step.id, %error, "step pass stopped; the sweeper takes over when its lease expires");
+                Ok(StepReport::Stopped {
+                    error: error.to_string(),
+                })
+            }
+            ok => ok,
         }
     }
 

@@ -284,3 +284,62 @@ async fn a_worker_killed_mid_call_under_an_idempotent_adapter_is_recovered_by_re
 async fn a_worker_killed_mid_call_under_an_opaque_adapter_leaves_the_step_for_review(pool: PgPool) {
     worker_vanishes_mid_call(Kind::Opaque, "review_required", pool).await;
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_rejected_step_is_replaced_under_a_new_key_linked_to_the_original(pool: PgPool) {
+    let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
+    let w = h.start("replaced").await;
+    h.faults(once(Fault::Reject {
+        code: "recipient_unknown".into(),
+        retryable: false,
+    }));
+    h.drive_until(w, "deliver", "rejected").await;
+    let original: uuid::Uuid =
+        sqlx::query_scalar("select id from step where workflow_id = $1 and logical = 'deliver'")
+            .bind(w)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+
+    let replacement = engine::replace::replace_step(
+        &pool,
+        original,
+        engine::store::journal::Actor::Operator("ada"),
+        "recipient corrected at the destination",
+    )
+    .await
+    .unwrap();
+    h.drive_until(w, "notify", "succeeded").await;
+
+    let old_key = Harness::key(w, "deliver");
+    let new_key = format!("{old_key}/r1");
+    assert_eq!(h.effects(&old_key).await, 0);
+    assert_eq!(h.effects(&new_key).await, 1);
+    let (linked, state): (Option<String>, String) = sqlx::query_as(
+        "select q.replaces_key, s.state::text from external_request q join step s on s.id = q.step_id where q.request_key = $1",
+    )
+    .bind(&new_key)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(state, "succeeded");
+    assert_eq!(
+        linked,
+        Some(old_key),
+        "the new request is not linked to the one it replaces"
+    );
+    let lineage: Option<uuid::Uuid> =
+        sqlx::query_scalar("select replaces_step_id from step where id = $1")
+            .bind(replacement)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(lineage, Some(original));
+    assert_eq!(h.workflow_state(w).await, "completed");
+    let still: String = sqlx::query_scalar("select state::text from step where id = $1")
+        .bind(original)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(still, "rejected", "the original's history was rewritten");
+}

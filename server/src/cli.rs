@@ -258,6 +258,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         None
     };
     let (stop, stopped) = tokio::sync::watch::channel(false);
+    let expired_sessions = tokio::spawn(
+        tower_sessions::session_store::ExpiredDeletion::continuously_delete_expired(
+            tower_sessions_sqlx_store::PostgresStore::new(database.pool.clone()),
+            tokio::time::Duration::from_secs(60 * 10),
+        ),
+    );
     let workers = if args.no_workers {
         None
     } else {
@@ -274,6 +280,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(workers) = workers {
         workers.await.context("the worker task panicked")?;
     }
+    expired_sessions.abort();
     if let Some(demo) = demo {
         demo.stop().await;
     }

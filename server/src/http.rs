@@ -9,12 +9,31 @@ use engine::db::Readiness;
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use sqlx::PgPool;
+use tower_sessions::cookie::{SameSite, time};
+use tower_sessions::{Expiry, SessionManagerLayer};
+use tower_sessions_sqlx_store::PostgresStore;
 
 /// What every handler may reach.
 #[derive(Clone, FromRef)]
 pub struct AppState {
     pub pool: PgPool,
     pub leptos_options: LeptosOptions,
+}
+
+/// How long a console session lasts without activity.
+pub const SESSION_IDLE_HOURS: i64 = 8;
+
+/// Sessions in PostgreSQL (never in memory), behind an HTTP-only, same-site-strict cookie that
+/// is `Secure` unless `secure_cookies` is off (browsers accept it on http://127.0.0.1 too).
+pub fn sessions(pool: &PgPool, secure_cookies: bool) -> SessionManagerLayer<PostgresStore> {
+    SessionManagerLayer::new(PostgresStore::new(pool.clone()))
+        .with_name("z29c_session")
+        .with_http_only(true)
+        .with_same_site(SameSite::Strict)
+        .with_secure(secure_cookies)
+        .with_expiry(Expiry::OnInactivity(time::Duration::hours(
+            SESSION_IDLE_HOURS,
+        )))
 }
 
 /// Builds the whole router; tests drive it with `tower::ServiceExt::oneshot`.
@@ -33,6 +52,7 @@ pub fn router(state: AppState) -> Router {
             move || shell(options.clone()),
         )
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .layer(sessions(&state.pool, true))
         .with_state(state)
 }
 

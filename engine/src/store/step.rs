@@ -249,8 +249,9 @@ pub async fn bind_request(
     request: &RequestIdentity<'_>,
 ) -> sqlx::Result<String> {
     sqlx::query!(
-        r#"insert into external_request (request_key, step_id, input_digest, summary, adapter, contract_version)
-           values ($1, $2, $3, $4, $5, $6)
+        r#"insert into external_request (request_key, step_id, input_digest, summary, adapter, contract_version, replaces_key)
+           values ($1, $2, $3, $4, $5, $6,
+                   (select o.request_key from step s join step o on o.id = s.replaces_step_id where s.id = $2))
            on conflict (request_key) do nothing"#,
         request.key,
         request.step,
@@ -749,4 +750,55 @@ pub async fn open_digest_conflict(
     .execute(conn)
     .await?;
     Ok(incident)
+}
+
+/// An explicit replacement of `original`: a new step (next generation, the newest definition
+/// version, a new request key linked to the old one) that the worker runs like any other. The
+/// original keeps its history and state; the workflow no longer waits for it.
+pub async fn insert_replacement(
+    conn: &mut PgConnection,
+    original: Uuid,
+    definition_version: i32,
+    request_key: &str,
+) -> sqlx::Result<Uuid> {
+    let id = Uuid::now_v7();
+    sqlx::query!(
+        r#"insert into step (id, workflow_id, logical, definition_version, generation, kind, adapter, state,
+                             depends_on, required_fields, accepts_waiver, request_key, replaces_step_id)
+           select $1, o.workflow_id, o.logical, $3,
+                  (select max(generation) + 1 from step g where g.workflow_id = o.workflow_id and g.logical = o.logical),
+                  o.kind, o.adapter, 'ready', o.depends_on, o.required_fields, o.accepts_waiver, $4, o.id
+           from step o where o.id = $2"#,
+        id,
+        original,
+        definition_version,
+        request_key,
+    )
+    .execute(conn)
+    .await?;
+    Ok(id)
+}
+
+/// The step row locked for an operator action: its state, kind, request key and generation.
+pub async fn lock_for_action(
+    conn: &mut PgConnection,
+    step: Uuid,
+) -> sqlx::Result<Option<(Uuid, StepState, StepKind, Option<String>, String, i32)>> {
+    let row = sqlx::query!(
+        r#"select workflow_id, state as "state: StepState", kind as "kind: StepKind", request_key, logical, definition_version
+           from step where id = $1 for update"#,
+        step
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|r| {
+        (
+            r.workflow_id,
+            r.state,
+            r.kind,
+            r.request_key,
+            r.logical,
+            r.definition_version,
+        )
+    }))
 }
