@@ -281,6 +281,11 @@ async fn a_worker_killed_mid_call_under_an_idempotent_adapter_is_recovered_by_re
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_worker_killed_mid_call_under_a_queryable_adapter_is_recovered_by_lookup(pool: PgPool) {
+    worker_vanishes_mid_call(Kind::Queryable, "succeeded", pool).await;
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn a_worker_killed_mid_call_under_an_opaque_adapter_leaves_the_step_for_review(pool: PgPool) {
     worker_vanishes_mid_call(Kind::Opaque, "review_required", pool).await;
 }
@@ -342,4 +347,86 @@ async fn a_rejected_step_is_replaced_under_a_new_key_linked_to_the_original(pool
         .await
         .unwrap();
     assert_eq!(still, "rejected", "the original's history was rewritten");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn suspended_authority_stops_the_step_before_any_call(pool: PgPool) {
+    let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
+    sqlx::query("insert into authority_suspension (scope, value, reason) values ('adapter', 'docs', 'contract under review')")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let w = h.start("suspended").await;
+    h.drive_until(w, "deliver", "review_required").await;
+    assert_eq!(h.outcomes(w, "deliver").await, vec!["failed_before_effect"]);
+    assert_eq!(h.ledger().await.deliveries.len(), 0);
+    let (granted, reason): (bool, String) =
+        sqlx::query_as("select granted, reason from authority_decision order by id desc limit 1")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(!granted);
+    assert!(reason.contains("contract under review"), "{reason}");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_workflow_keeps_the_definition_version_it_started_with(pool: PgPool) {
+    let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
+    let started = engine::intake::start_workflow(
+        &pool,
+        engine::intake::NewWorkflow {
+            creation_key: "v1-workflow".into(),
+            definition: "document_delivery".into(),
+            version: Some(1),
+            input: serde_json::json!({"adapter": "docs", "recipient": "r-1", "document": {"title": "Old", "body": "b"}}),
+        },
+        engine::store::journal::Actor::Api("test"),
+    )
+    .await
+    .unwrap();
+    let engine::intake::Started::Created(workflow) = started else {
+        panic!("not created")
+    };
+    h.drive_until(workflow.id, "deliver", "succeeded").await;
+    let (key, summary): (String, serde_json::Value) = sqlx::query_as(
+        "select request_key, summary from external_request where request_key like '%/deliver-v1'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(key.ends_with("/deliver-v1"), "{key}");
+    assert!(
+        !summary["summary"].as_str().unwrap().contains("v2"),
+        "{summary}"
+    );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_regenerated_request_that_differs_from_its_bound_bytes_is_never_sent(pool: PgPool) {
+    let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
+    let w = h.start("diverged").await;
+    h.drive_until(w, "deliver", "ready").await;
+    // As if older code had bound other bytes to this key before a crash.
+    let deliver: uuid::Uuid =
+        sqlx::query_scalar("select id from step where workflow_id = $1 and logical = 'deliver'")
+            .bind(w)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    sqlx::query(
+        "insert into external_request (request_key, step_id, input_digest, summary, adapter, contract_version)
+         values ($1, $2, 'sha256:' || repeat('b', 64), '{}', 'docs', 1)",
+    )
+    .bind(Harness::key(w, "deliver"))
+    .bind(deliver)
+    .execute(&pool)
+    .await
+    .unwrap();
+    h.drive_until(w, "deliver", "review_required").await;
+    assert_eq!(h.outcomes(w, "deliver").await, vec!["failed_before_effect"]);
+    assert_eq!(
+        h.ledger().await.deliveries.len(),
+        0,
+        "bytes were sent under a key bound to others"
+    );
 }
