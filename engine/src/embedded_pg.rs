@@ -7,6 +7,12 @@
 //!
 //! `initdb` refuses to run as root, so when Z29C runs as root the cluster runs as the `postgres`
 //! system user (created by Debian's PostgreSQL packages) and its data directory is owned by it.
+//!
+//! Several `z29c` processes may use one data directory (say `z29c serve` and, meanwhile,
+//! `z29c token create`). The process holding `<data-dir>.lock` owns the server: it starts it
+//! and stops it. Another process finding the server running while the lock is held joins it
+//! and leaves it running; one finding it running with the lock free adopts a server whose
+//! owner was killed, and stops it when done.
 
 use std::ffi::OsStr;
 use std::net::{Ipv4Addr, TcpListener};
@@ -14,6 +20,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use nix::fcntl::{Flock, FlockArg};
 use nix::unistd::{Gid, Uid, User};
 use sqlx::{Connection, PgConnection};
 use tokio::process::Command;
@@ -51,6 +58,10 @@ pub enum EmbeddedPgError {
     /// Starting a tool or finding a free port failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// Another process owns the data directory but its server is not running (starting up or
+    /// shutting down).
+    #[error("another z29c process holds {0} but its PostgreSQL is not running; try again shortly")]
+    Busy(String),
     /// The cluster started but did not accept the connection Z29C needs.
     #[error("the private cluster started but refused a connection: {0}")]
     Connect(#[from] sqlx::Error),
@@ -170,12 +181,13 @@ pub struct EmbeddedPostgres {
     data_dir: PathBuf,
     port: u16,
     run_as: RunAs,
-    running: bool,
+    /// Held while this process owns the server; `None` when it joined another's.
+    owner: Option<Flock<std::fs::File>>,
 }
 
 impl EmbeddedPostgres {
-    /// Starts a cluster in `data_dir`, creating it with `initdb` when the directory holds none.
-    /// A server left running in that directory by an earlier, killed process is stopped first.
+    /// Starts a cluster in `data_dir`, creating it with `initdb` when the directory holds none,
+    /// or joins the one another `z29c` process runs there (see the module documentation).
     pub async fn start(
         data_dir: impl AsRef<Path>,
         durability: Durability,
@@ -183,22 +195,58 @@ impl EmbeddedPostgres {
         let bins = PgBinaries::locate()?;
         let run_as = RunAs::for_this_process()?;
         let data_dir = absolute(data_dir.as_ref())?;
+        let owner = lock(&data_dir)?;
         let mut pg = Self {
             bins,
             data_dir,
-            port: free_loopback_port()?,
+            port: 0,
             run_as,
-            running: false,
+            owner,
         };
-        if !pg.data_dir.join("PG_VERSION").is_file() {
-            pg.init().await?;
-        } else if pg.pg_ctl(&["status"]).await?.status.success() {
-            tracing::warn!(data_dir = %pg.data_dir.display(), "stopping a server left running by an earlier process");
-            pg.stop_server().await?;
+        let running = pg.data_dir.join("PG_VERSION").is_file()
+            && pg.pg_ctl(&["status"]).await?.status.success();
+        match (running, pg.owner.is_some()) {
+            (true, joined_or_adopted) => {
+                pg.port = pg.running_port()?;
+                if joined_or_adopted {
+                    tracing::info!(data_dir = %pg.data_dir.display(), "adopting a server whose owner is gone");
+                }
+            }
+            (false, true) => {
+                if !pg.data_dir.join("PG_VERSION").is_file() {
+                    pg.init().await?;
+                }
+                pg.port = free_loopback_port()?;
+                pg.start_server(durability).await?;
+            }
+            (false, false) => {
+                return Err(EmbeddedPgError::Busy(
+                    lock_path(&pg.data_dir).display().to_string(),
+                ));
+            }
         }
-        pg.start_server(durability).await?;
-        pg.running = true;
         Ok(pg)
+    }
+
+    /// The port of the server running in the data directory, from its `postmaster.pid`.
+    fn running_port(&self) -> Result<u16, EmbeddedPgError> {
+        let pid_file = std::fs::read_to_string(self.data_dir.join("postmaster.pid"))?;
+        pid_file
+            .lines()
+            .nth(3)
+            .and_then(|line| line.trim().parse().ok())
+            .ok_or_else(|| EmbeddedPgError::Busy(self.data_dir.display().to_string()))
+    }
+
+    /// Leaves the server running and gives up ownership, as a killed process would: the next
+    /// [`EmbeddedPostgres::start`] on the directory adopts it.
+    pub fn detach(mut self) {
+        self.owner = None;
+    }
+
+    /// Whether this process owns (and will stop) the server.
+    pub fn owns_server(&self) -> bool {
+        self.owner.is_some()
     }
 
     async fn init(&self) -> Result<(), EmbeddedPgError> {
@@ -307,16 +355,23 @@ impl EmbeddedPostgres {
         Ok(self.url(database))
     }
 
-    /// Stops the cluster and waits until it has shut down.
+    /// Stops the cluster and waits until it has shut down, if this process owns it; otherwise
+    /// leaves it to its owner.
     pub async fn stop(mut self) -> Result<(), EmbeddedPgError> {
-        self.running = false;
-        self.stop_server().await
+        match self.owner.take() {
+            Some(lock) => {
+                let stopped = self.stop_server().await;
+                drop(lock);
+                stopped
+            }
+            None => Ok(()),
+        }
     }
 }
 
 impl Drop for EmbeddedPostgres {
     fn drop(&mut self) {
-        if self.running {
+        if self.owner.is_some() {
             // Last resort (a panic or an early return): never leave a server behind.
             let _ = self
                 .run_as
@@ -326,6 +381,33 @@ impl Drop for EmbeddedPostgres {
                 .args(["-m", "immediate", "-w", "stop"])
                 .output();
         }
+    }
+}
+
+fn lock_path(data_dir: &Path) -> PathBuf {
+    let mut name = data_dir.file_name().unwrap_or_default().to_os_string();
+    name.push(".lock");
+    data_dir.with_file_name(name)
+}
+
+/// Takes the data directory's ownership lock if it is free.
+fn lock(data_dir: &Path) -> Result<Option<Flock<std::fs::File>>, EmbeddedPgError> {
+    let path = lock_path(data_dir);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|source| EmbeddedPgError::DataDir {
+            path: parent.display().to_string(),
+            source,
+        })?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Ok(Some(lock)),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, errno)) => Err(std::io::Error::from(errno).into()),
     }
 }
 

@@ -52,22 +52,54 @@ async fn a_private_cluster_starts_migrates_keeps_its_data_across_restarts_and_st
 }
 
 #[tokio::test]
-async fn a_cluster_left_running_by_a_killed_process_is_taken_over() {
+async fn a_cluster_left_running_by_a_killed_process_is_adopted_and_stopped() {
     let dir = cluster_dir();
     let data = dir.path().join("pg");
 
     let abandoned = EmbeddedPostgres::start(&data, Durability::Throwaway)
         .await
         .unwrap();
-    // Simulate a process killed without cleanup: the server keeps running, nobody stops it.
-    std::mem::forget(abandoned);
+    let port = abandoned.port();
+    // A process killed without cleanup: the server keeps running, its lock is gone.
+    abandoned.detach();
 
     let cluster = EmbeddedPostgres::start(&data, Durability::Throwaway)
         .await
         .unwrap();
+    assert!(cluster.owns_server());
+    assert_eq!(cluster.port(), port, "the running server was not reused");
     let url = cluster.ensure_database("z29c").await.unwrap();
     let pool = connect_and_migrate(&url, 1).await.unwrap();
     assert_eq!(readiness(&pool).await.unwrap(), Readiness::Ready);
     pool.close().await;
     cluster.stop().await.unwrap();
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "the adopted server still runs"
+    );
+}
+
+#[tokio::test]
+async fn a_second_process_joins_the_running_cluster_and_leaves_it_running() {
+    let dir = cluster_dir();
+    let data = dir.path().join("pg");
+    let owner = EmbeddedPostgres::start(&data, Durability::Throwaway)
+        .await
+        .unwrap();
+    let joiner = EmbeddedPostgres::start(&data, Durability::Throwaway)
+        .await
+        .unwrap();
+    assert!(!joiner.owns_server());
+    assert_eq!(joiner.port(), owner.port());
+    joiner.stop().await.unwrap();
+
+    let url = owner.ensure_database("z29c").await.unwrap();
+    let pool = connect_and_migrate(&url, 1).await.unwrap();
+    assert_eq!(
+        readiness(&pool).await.unwrap(),
+        Readiness::Ready,
+        "the joiner stopped the owner's server"
+    );
+    pool.close().await;
+    owner.stop().await.unwrap();
 }

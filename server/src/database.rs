@@ -67,7 +67,8 @@ impl Database {
                 tracing::info!(
                     data_dir = %cluster.data_dir().display(),
                     port = cluster.port(),
-                    "started the private PostgreSQL cluster (set DATABASE_URL to use another server)"
+                    owner = cluster.owns_server(),
+                    "using the private PostgreSQL cluster (set DATABASE_URL to use another server)"
                 );
                 let url = cluster.ensure_database(name).await?;
                 (url, Some(cluster))
@@ -83,11 +84,14 @@ impl Database {
     pub async fn close(self) -> anyhow::Result<()> {
         self.pool.close().await;
         if let Some(cluster) = self.cluster {
+            let owned = cluster.owns_server();
             cluster
                 .stop()
                 .await
                 .context("stopping the private PostgreSQL cluster")?;
-            tracing::info!("stopped the private PostgreSQL cluster");
+            if owned {
+                tracing::info!("stopped the private PostgreSQL cluster");
+            }
         }
         Ok(())
     }
