@@ -693,6 +693,7 @@ fn describe(seen: &TransportObservation) -> String {
         TransportObservation::DeadlineExceeded { deadline_ms } => {
             format!("got no answer within the {deadline_ms} ms deadline")
         }
+        TransportObservation::Restored => "was caught by a database restore".to_owned(),
         TransportObservation::ConnectionLost { detail } => {
             format!("lost its connection before an answer ({detail})")
         }

@@ -45,7 +45,7 @@ pub enum StartError {
     },
     #[error("adapter `{0}` is not registered")]
     UnknownAdapter(String),
-    #[error("creation key must be 1 to 200 characters")]
+    #[error("creation key must be 1 to 200 characters, without NUL")]
     BadCreationKey,
     #[error(transparent)]
     Sqlx(#[from] sqlx::Error),
@@ -58,8 +58,17 @@ pub async fn start_workflow(
     new: NewWorkflow,
     actor: Actor<'_>,
 ) -> Result<Started, StartError> {
-    if new.creation_key.is_empty() || new.creation_key.chars().count() > 200 {
+    if new.creation_key.is_empty()
+        || new.creation_key.chars().count() > 200
+        || new.creation_key.contains('\0')
+    {
         return Err(StartError::BadCreationKey);
+    }
+    // PostgreSQL stores no NUL character in text or jsonb; refuse it here, clearly.
+    if new.input.to_string().contains("\\u0000") {
+        return Err(
+            InputError::Invalid("strings must not contain the NUL character".into()).into(),
+        );
     }
     let version = new.version.unwrap_or(
         *definition::DOCUMENT_DELIVERY_VERSIONS
@@ -94,7 +103,10 @@ pub async fn start_workflow(
         let existing = workflow::by_creation_key(&mut tx, &new.creation_key)
             .await?
             .ok_or(sqlx::Error::RowNotFound)?;
-        return if existing.input_digest == digest.as_str() {
+        let same = existing.input_digest == digest.as_str()
+            && existing.definition_name == new.definition
+            && existing.definition_version == version;
+        return if same {
             Ok(Started::Existing(existing))
         } else {
             Err(StartError::CreationKeyConflict {

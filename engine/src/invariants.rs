@@ -58,6 +58,7 @@ pub async fn check(pool: &PgPool) -> sqlx::Result<Vec<Violation>> {
         left join receipt r on r.step_id = p.id
         left join waiver w on w.step_id = p.id and d.accepts_waiver
         where p.kind <> 'pure'
+          and not exists (select 1 from step r where r.replaces_step_id = p.id)
         group by d.id, p.id
         having coalesce(max(r.created_at), max(w.created_at)) is null
             or min(a.started_at) < coalesce(max(r.created_at), max(w.created_at))
@@ -111,22 +112,48 @@ pub async fn check(pool: &PgPool) -> sqlx::Result<Vec<Violation>> {
     Ok(violations)
 }
 
-/// Before workers resume after a restore: every step caught `running` or `invoking` is handed
-/// to recovery now, lease or not, so its outcome is queried or paused before anything is sent.
-/// Returns how many steps went to recovery (`invoking`) and back to ready (`running`).
+/// Before workers resume after a restore: every external step caught `running` or `invoking`
+/// may have been sent by the live system after the backup was taken, so its open attempt ends
+/// `outcome_unknown` ("restored") and the step goes to recovery under its request key: a query
+/// or a same-key replay where the contract allows, review otherwise. Pure steps caught
+/// `running` simply run again. Run it with every worker stopped. Returns how many steps went to
+/// recovery and how many back to ready.
 pub async fn prepare_resume(pool: &PgPool) -> sqlx::Result<(usize, usize)> {
+    let restored = serde_json::to_value(crate::domain::TransportObservation::Restored)
+        .expect("an observation serializes");
     let mut tx = pool.begin().await?;
+    let to_recovery = sqlx::query!(
+        r#"with caught as (
+               update step set state = 'outcome_unknown', lease_holder = null, lease_expires_at = null,
+                      run_after = now(), unknown_since = coalesce(unknown_since, now()), updated_at = now(),
+                      -- The derived key (RequestKey::derive), so recovery can ask about it.
+                      request_key = coalesce(request_key,
+                          'w-' || replace(workflow_id::text, '-', '') || '/' || logical || '-v' || definition_version)
+               where state in ('running', 'invoking') and kind <> 'pure'
+               returning id, workflow_id, request_key
+           ), ended as (
+               update attempt a set ended_at = now(), outcome = 'outcome_unknown', observation = $1
+               from caught c where a.step_id = c.id and a.ended_at is null
+               returning a.id, a.step_id
+           ), observed as (
+               insert into observation (step_id, attempt_id, request_key, kind, body)
+               select e.step_id, e.id, c.request_key, 'transport', $1
+               from ended e join caught c on c.id = e.step_id
+           )
+           select id, workflow_id from caught"#,
+        restored
+    )
+    .fetch_all(&mut *tx)
+    .await?;
     sqlx::query!(
-        r#"update step set lease_expires_at = now() - interval '1 second'
-           where state in ('running', 'invoking')"#
+        r#"update step set lease_expires_at = now() - interval '1 second' where state = 'running'"#
     )
     .execute(&mut *tx)
     .await?;
-    let before = crate::store::step::reclaim_expired_before_call(&mut tx).await?;
-    let during = crate::store::step::reclaim_expired_during_call(&mut tx).await?;
-    for (_, workflow) in &during {
-        crate::store::workflow::refresh_state(&mut tx, *workflow).await?;
+    let to_ready = crate::store::step::reclaim_expired_before_call(&mut tx).await?;
+    for row in &to_recovery {
+        crate::store::workflow::refresh_state(&mut tx, row.workflow_id).await?;
     }
     tx.commit().await?;
-    Ok((during.len(), before.len()))
+    Ok((to_recovery.len(), to_ready.len()))
 }

@@ -18,6 +18,12 @@ pub enum ReplaceError {
     NotFound(Uuid),
     #[error("only an external step that was rejected or waits for review can be replaced; this one is {}", .0.label().to_lowercase())]
     NotReplaceable(StepState),
+    #[error(
+        "the request may have reached the destination (an attempt ended {0}); a replacement could deliver twice"
+    )]
+    MayHaveHappened(&'static str),
+    #[error("this step was replaced already")]
+    AlreadyReplaced,
     #[error("a replacement needs a reason")]
     NoReason,
     #[error(transparent)]
@@ -43,6 +49,28 @@ pub async fn replace_step(
         kind != StepKind::Pure && matches!(state, StepState::Rejected | StepState::ReviewRequired);
     if !replaceable {
         return Err(ReplaceError::NotReplaceable(state));
+    }
+    // Safe only where nothing can have happened: a durable rejection, or attempts that all
+    // ended before the boundary (authority denied, request diverged, nothing accepted).
+    // Authoritative absence proven by a lookup is the console's case, through the same table.
+    let outcomes = sqlx::query_scalar!(
+        r#"select outcome as "outcome!: crate::domain::AttemptOutcome" from attempt
+           where step_id = $1 and outcome in ('outcome_unknown', 'succeeded')"#,
+        original
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    if let Some(outcome) = outcomes.first() {
+        return Err(ReplaceError::MayHaveHappened(outcome.label()));
+    }
+    let replaced = sqlx::query_scalar!(
+        r#"select exists(select 1 from step where replaces_step_id = $1) as "replaced!""#,
+        original
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    if replaced {
+        return Err(ReplaceError::AlreadyReplaced);
     }
     let generations: i64 = sqlx::query_scalar!(
         r#"select count(*) as "n!" from step where workflow_id = $1 and logical = $2"#,

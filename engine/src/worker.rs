@@ -232,13 +232,24 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// A worker over `pool` calling `adapters`.
-    pub fn new(pool: PgPool, config: WorkerConfig, adapters: Adapters) -> Self {
+    /// A worker over `pool` calling `adapters`. Its lease holder name gets a random suffix, so
+    /// two processes configured with one name can never pass for each other.
+    pub fn new(pool: PgPool, mut config: WorkerConfig, adapters: Adapters) -> Self {
+        config.name = format!(
+            "{}#{}",
+            config.name,
+            &Uuid::new_v4().simple().to_string()[..8]
+        );
         Self {
             pool,
             config: Arc::new(config),
             adapters: Arc::new(adapters),
         }
+    }
+
+    /// The lease holder name this worker writes.
+    pub fn name(&self) -> &str {
+        &self.config.name
     }
 
     fn lease_secs(&self) -> f64 {
@@ -379,6 +390,16 @@ impl Worker {
                 tracing::warn!(step = %step.id, "lease lost; another worker owns the step now");
                 Ok(StepReport::LeaseLost)
             }
+            // A step this code cannot run (an adapter not registered here, an input its
+            // definition refuses) waits for a person instead of looping.
+            Err(error @ (WorkerError::UnknownAdapter { .. } | WorkerError::Definition { .. })) => {
+                tracing::error!(step = %step.id, %error, "step cannot run here; sent to review");
+                let mut tx = self.pool.begin().await?;
+                step::settle(&mut tx, step.id, Some(&self.config.name), Settle::Review).await?;
+                workflow::refresh_state(&mut tx, step.workflow_id).await?;
+                tx.commit().await?;
+                Ok(StepReport::ToReview)
+            }
             // One step's trouble must not abort the others in flight: this step keeps its lease
             // until it expires, and the sweeper hands it on by its checkpoint.
             Err(error) => {
@@ -503,8 +524,32 @@ impl Worker {
 
         // Checkpoints 5 and 6.
         let tx = self.pool.begin().await?;
-        self.conclude(tx, step, attempt, &key, adapter.as_ref(), observation)
-            .await
+        let concluded = self
+            .conclude(
+                tx,
+                step,
+                attempt,
+                &key,
+                adapter.as_ref(),
+                observation.clone(),
+            )
+            .await;
+        if let Err(WorkerError::LeaseLost(_)) = &concluded {
+            // The step belongs to someone else now and this worker changes none of its state,
+            // but what the destination answered is evidence: keep it on the timeline.
+            let body = json!({ "late": true, "attempt": attempt, "observation": observation });
+            let mut conn = self.pool.acquire().await?;
+            step::record_observation(
+                &mut conn,
+                step.id,
+                Some(attempt),
+                Some(key.as_str()),
+                "transport",
+                &body,
+            )
+            .await?;
+        }
+        concluded
     }
 
     async fn call_renewing<T>(&self, step: Uuid, call: crate::adapter::BoxFuture<'_, T>) -> T {
@@ -656,9 +701,20 @@ impl Worker {
 
     /// Recovery of a step found in `outcome_unknown`: by the contract, never by rerunning.
     async fn recover(&self, step: &Claimed) -> Result<StepReport, WorkerError> {
-        let (adapter, _) = self.adapters.get(step)?;
+        let (adapter, contract_version) = self.adapters.get(step)?;
         let contract = adapter.contract().clone();
         let key = Self::request_key(step);
+        // The contract (or the destination's URL) changed since the request was sent: what the
+        // adapter can prove now says nothing about that request. A person decides.
+        let sent_under =
+            step::request_contract_version(&mut *self.pool.acquire().await?, key.as_str()).await?;
+        if sent_under.is_some_and(|v| v != contract_version) {
+            let mut tx = self.pool.begin().await?;
+            step::settle(&mut tx, step.id, Some(&self.config.name), Settle::Review).await?;
+            workflow::refresh_state(&mut tx, step.workflow_id).await?;
+            tx.commit().await?;
+            return Ok(StepReport::ToReview);
+        }
         let deadline_passed = step.unknown_since.is_some_and(|since| {
             chrono::Utc::now() - since
                 > chrono::Duration::from_std(self.config.recovery_window)
@@ -755,18 +811,45 @@ impl Worker {
         key: &RequestKey,
     ) -> Result<(Option<LookupAnswer>, StepReport), WorkerError> {
         let mut conn = self.pool.acquire().await?;
-        let (digest, _) = step::request_identity(&mut conn, key.as_str())
-            .await?
-            .ok_or(sqlx::Error::RowNotFound)?;
-        let sent_at = step::last_sent_at(&mut conn, key.as_str()).await?;
+        // Taken before the lookup leaves, so it can only understate how long the index had.
+        let deadline_ms = i64::try_from(adapter.contract().deadline_ms).unwrap_or(i64::MAX);
+        let (digest, summary, since_ms) =
+            match step::request_identity(&mut conn, key.as_str()).await? {
+                Some((digest, summary)) => {
+                    let since = step::millis_since_last_call_ended(
+                        &mut conn,
+                        step.id,
+                        key.as_str(),
+                        deadline_ms,
+                    )
+                    .await?;
+                    (digest, summary, since)
+                }
+                // Restored from a backup older than the request identity: regenerate the request,
+                // and count the time since the step was found, less a deadline, as the index's.
+                None => {
+                    let prepared = self.prepare(&mut conn, step, key).await?;
+                    let found = step
+                        .unknown_since
+                        .map_or(0, |at| (chrono::Utc::now() - at).num_milliseconds());
+                    (
+                        prepared.request_digest.to_string(),
+                        prepared.body,
+                        found - deadline_ms,
+                    )
+                }
+            };
+        let looked_after_sent_ms = u64::try_from(since_ms).unwrap_or(0);
         drop(conn);
-        let bound_body_digest = self.bound_content_digest(key).await?;
+        let bound_body_digest = summary["digest"].as_str().unwrap_or_default().to_owned();
+        if bound_body_digest.is_empty() {
+            return Err(
+                sqlx::Error::Decode("the bound request has no content digest".into()).into(),
+            );
+        }
         let seen = self
             .call_renewing(step.id, adapter.lookup(key, &bound_body_digest))
             .await;
-        let looked_after_sent_ms = sent_at.map_or(u64::MAX, |at| {
-            u64::try_from((chrono::Utc::now() - at).num_milliseconds()).unwrap_or(0)
-        });
         let mut tx = self.pool.begin().await?;
         step::renew_lease(&mut *tx, step.id, &self.config.name, self.lease_secs()).await?;
         let body = json!({ "seen": seen, "request_digest": digest, "looked_after_sent_ms": looked_after_sent_ms });
@@ -782,6 +865,8 @@ impl Worker {
                     .iter()
                     .map(|r| (r.as_str(), Some(key.as_str())))
                     .collect();
+                // The incident first: dependants stay blocked while it is open.
+                step::open_duplicate_incident(&mut tx, step.id, &refs).await?;
                 self.record_reference(
                     &mut tx,
                     step,
@@ -791,7 +876,6 @@ impl Worker {
                     &json!({ "lookup": "found", "all": all }),
                 )
                 .await?;
-                step::open_duplicate_incident(&mut tx, step.id, &refs).await?;
                 workflow::refresh_state(&mut tx, step.workflow_id).await?;
                 tx.commit().await?;
                 return Ok((
@@ -803,10 +887,12 @@ impl Worker {
                 ));
             }
             LookupObservation::Found {
-                external_reference, ..
+                external_reference,
+                digest,
+                ..
             } => LookupAnswer::Found {
                 external_reference,
-                digest_matches: true,
+                digest_matches: digest == bound_body_digest,
             },
             LookupObservation::FoundWithConflictingDigest {
                 external_reference, ..
@@ -824,15 +910,6 @@ impl Worker {
         };
         tx.commit().await?;
         Ok((Some(answer), StepReport::ToReview))
-    }
-
-    /// The content digest sent under `key` (what the destination compares).
-    async fn bound_content_digest(&self, key: &RequestKey) -> Result<String, WorkerError> {
-        let mut conn = self.pool.acquire().await?;
-        let (_, summary) = step::request_identity(&mut conn, key.as_str())
-            .await?
-            .ok_or(sqlx::Error::RowNotFound)?;
-        Ok(summary["digest"].as_str().unwrap_or_default().to_owned())
     }
 
     /// A new attempt under the same key (idempotent replay, or after authoritative absence).

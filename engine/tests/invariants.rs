@@ -144,3 +144,35 @@ async fn before_resume_every_step_caught_mid_call_goes_to_recovery(pool: PgPool)
         "recovery sent the request again"
     );
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_step_restored_mid_attempt_is_recovered_by_contract_never_rerun_blindly(pool: PgPool) {
+    let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
+    let w = h.start("restored-running").await;
+    h.drive_until(w, "deliver", "ready").await;
+    // As the backup saw it: leased, an attempt open, no request identity persisted yet.
+    let deliver = step_id(&pool, w, "deliver").await;
+    sqlx::query(
+        "insert into attempt (id, step_id, number, worker, lease_expires_at) values ($1, $2, 1, 'gone', now() + interval '1 hour')",
+    )
+    .bind(Uuid::now_v7())
+    .bind(deliver)
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "update step set state = 'running', lease_holder = 'gone', lease_expires_at = now() + interval '1 hour', attempt_count = 1 where id = $1",
+    )
+    .bind(deliver)
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    assert_eq!(
+        engine::invariants::prepare_resume(&pool).await.unwrap(),
+        (1, 0)
+    );
+    assert_eq!(h.outcomes(w, "deliver").await, vec!["outcome_unknown"]);
+    h.drive_until(w, "deliver", "succeeded").await;
+    assert_eq!(h.effects(&Harness::key(w, "deliver")).await, 1);
+}

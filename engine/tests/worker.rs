@@ -340,6 +340,19 @@ async fn a_rejected_step_is_replaced_under_a_new_key_linked_to_the_original(pool
             .await
             .unwrap();
     assert_eq!(lineage, Some(original));
+    assert!(
+        matches!(
+            engine::replace::replace_step(
+                &pool,
+                original,
+                engine::store::journal::Actor::Operator("ada"),
+                "again"
+            )
+            .await,
+            Err(engine::replace::ReplaceError::AlreadyReplaced)
+        ),
+        "a step was replaced twice"
+    );
     assert_eq!(h.workflow_state(w).await, "completed");
     let still: String = sqlx::query_scalar("select state::text from step where id = $1")
         .bind(original)
@@ -429,4 +442,40 @@ async fn a_regenerated_request_that_differs_from_its_bound_bytes_is_never_sent(p
         0,
         "bytes were sent under a key bound to others"
     );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_step_whose_request_may_have_happened_cannot_be_replaced(pool: PgPool) {
+    let h = Harness::new(pool.clone(), Kind::Opaque, 200, 0).await;
+    let w = h.start("no-replace").await;
+    h.faults(delay_deliver(Match::Any, 800));
+    h.drive_until(w, "deliver", "review_required").await;
+    let original: uuid::Uuid =
+        sqlx::query_scalar("select id from step where workflow_id = $1 and logical = 'deliver'")
+            .bind(w)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    let refused = engine::replace::replace_step(
+        &pool,
+        original,
+        engine::store::journal::Actor::Operator("ada"),
+        "try",
+    )
+    .await;
+    assert!(
+        matches!(
+            refused,
+            Err(engine::replace::ReplaceError::MayHaveHappened(_))
+        ),
+        "{refused:?}"
+    );
+    let steps: i64 = sqlx::query_scalar(
+        "select count(*) from step where workflow_id = $1 and logical = 'deliver'",
+    )
+    .bind(w)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(steps, 1);
 }

@@ -191,6 +191,11 @@ async fn malformed_bodies_get_a_4xx_that_says_what_is_wrong(pool: PgPool) {
             StatusCode::UNPROCESSABLE_ENTITY,
         ),
         (&start_body("", "T"), StatusCode::UNPROCESSABLE_ENTITY),
+        (
+            &start_body("k", "nul \u{0}"),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (&start_body("k\u{0}", "T"), StatusCode::UNPROCESSABLE_ENTITY),
     ];
     for (body, expected) in cases {
         let (status, answer) = call(

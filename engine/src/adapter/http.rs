@@ -23,6 +23,8 @@ impl HttpAdapter {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_millis(contract.deadline_ms.min(5_000)))
             .pool_idle_timeout(Duration::from_secs(30))
+            // A redirect would send the body again elsewhere: one attempt, one request.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .expect("an HTTP client builds");
         Self {

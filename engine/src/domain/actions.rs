@@ -119,7 +119,7 @@ pub fn permitted_actions(facts: &StepFacts<'_>) -> Vec<OperatorAction> {
             match contract.kind() {
                 ContractKind::Idempotent => actions.push(A::RetrySameKey),
                 ContractKind::Queryable => {
-                    if absence_is_authoritative {
+                    if absence_is_authoritative && contract.create_after_authoritative_absence {
                         actions.push(A::RetrySameKey);
                     }
                 }
@@ -224,6 +224,19 @@ mod tests {
                 A::Replace,
                 A::Cancel
             ]
+        );
+    }
+
+    #[test]
+    fn authoritative_absence_offers_no_retry_when_the_contract_forbids_creating_again() {
+        let mut c = queryable();
+        c.create_after_authoritative_absence = false;
+        let late = LookupAnswer::NotFound {
+            looked_after_sent_ms: 60_000,
+        };
+        assert!(
+            !permitted_actions(&facts(StepState::ReviewRequired, &c, Some(&late)))
+                .contains(&A::RetrySameKey)
         );
     }
 

@@ -63,6 +63,9 @@ pub enum TransportObservation {
     UnexpectedStatus { status: u16 },
     /// An answer that could not be understood.
     UnreadableResponse { status: u16, detail: String },
+    /// The database was restored from a backup taken while this attempt was open: the live
+    /// system may have sent the request after the backup, so nothing here proves it did not.
+    Restored,
     /// The worker's lease expired with the attempt open: it died, hung or was cut off.
     /// `during_call` says whether the request identity had been persisted (a call may be out).
     WorkerLost { during_call: bool },
@@ -83,6 +86,7 @@ impl TransportObservation {
                 AttemptOutcome::FailedBeforeEffect
             }
             TransportObservation::WorkerLost { during_call: true }
+            | TransportObservation::Restored
             | TransportObservation::DeadlineExceeded { .. }
             | TransportObservation::ConnectionLost { .. }
             | TransportObservation::UnexpectedStatus { .. }
@@ -105,7 +109,8 @@ impl TransportObservation {
             | TransportObservation::ConnectionLost { .. }
             | TransportObservation::UnexpectedStatus { .. }
             | TransportObservation::UnreadableResponse { .. }
-            | TransportObservation::WorkerLost { during_call: true } => false,
+            | TransportObservation::WorkerLost { during_call: true }
+            | TransportObservation::Restored => false,
         }
     }
 
@@ -156,6 +161,9 @@ impl TransportObservation {
             }
             TransportObservation::UnreadableResponse { status, detail } => {
                 format!("The request was sent; the answer ({status}) could not be read ({detail}).")
+            }
+            TransportObservation::Restored => {
+                "The database was restored from a backup taken during this attempt: the request may have been sent after it.".to_owned()
             }
             TransportObservation::WorkerLost { during_call: false } => {
                 "The worker's lease expired before the request identity was persisted: no call was made.".to_owned()

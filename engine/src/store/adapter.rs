@@ -13,7 +13,8 @@ pub struct AdapterRow {
     pub contract_version: i32,
 }
 
-/// Registers `name` or replaces its URL and contract; a changed contract bumps its version.
+/// Registers `name` or replaces its URL and contract; a changed contract or URL bumps its
+/// version (recovery refuses to act on a request sent under another version).
 pub async fn upsert<'e, E>(
     executor: E,
     name: &str,
@@ -32,7 +33,8 @@ where
                   contract = excluded.contract,
                   verified_at = now(),
                   contract_version = adapter.contract_version
-                      + case when adapter.contract = excluded.contract then 0 else 1 end
+                      + case when adapter.contract = excluded.contract
+                                  and adapter.base_url = excluded.base_url then 0 else 1 end
            returning contract_version"#,
         name,
         base_url,

@@ -313,9 +313,9 @@ pub async fn end_attempt(
     attempt: Uuid,
     request_key: Option<&str>,
     observation: &TransportObservation,
-) -> sqlx::Result<()> {
+) -> Result<(), GuardedError> {
     let body = serde_json::to_value(observation).expect("an observation serializes");
-    sqlx::query!(
+    let rows = sqlx::query!(
         r#"update attempt set ended_at = now(), outcome = $2, observation = $3
            where id = $1 and ended_at is null"#,
         attempt,
@@ -323,8 +323,11 @@ pub async fn end_attempt(
         body,
     )
     .execute(&mut *conn)
-    .await?;
-    record_observation(conn, step, Some(attempt), request_key, "transport", &body).await
+    .await?
+    .rows_affected();
+    // Someone else (the sweeper) ended it: this worker's view is stale.
+    guard(rows, step)?;
+    Ok(record_observation(conn, step, Some(attempt), request_key, "transport", &body).await?)
 }
 
 /// Appends an observation (transport, lookup or compensation) to the step's timeline.
@@ -548,8 +551,17 @@ pub async fn settle(
     guard(rows, step)
 }
 
-/// Moves blocked steps of `workflow` whose dependencies now hold what they need to `ready`.
+/// Moves blocked steps of `workflow` whose dependencies now hold what they need to `ready`. A
+/// dependency with an open integrity incident holds nothing yet: which effect is canonical is
+/// for a person to say. The workflow row is locked first, so steps finishing concurrently
+/// cannot each miss the other's receipt.
 pub async fn release_dependants(conn: &mut PgConnection, workflow: Uuid) -> sqlx::Result<u64> {
+    sqlx::query!(
+        r#"select id from workflow where id = $1 for update"#,
+        workflow
+    )
+    .fetch_one(&mut *conn)
+    .await?;
     Ok(sqlx::query!(
         r#"update step d set state = 'ready', run_after = now(), updated_at = now()
            where d.workflow_id = $1 and d.state = 'blocked'
@@ -558,7 +570,9 @@ pub async fn release_dependants(conn: &mut PgConnection, workflow: Uuid) -> sqlx
                  where not exists (
                      select 1 from step p
                      where p.workflow_id = d.workflow_id and p.logical = dep.logical
-                       and (p.state = 'succeeded' or (p.state = 'waived' and d.accepts_waiver))))"#,
+                       and (p.state = 'succeeded' or (p.state = 'waived' and d.accepts_waiver))
+                       and not exists (select 1 from integrity_incident i
+                                       where i.step_id = p.id and i.resolved_at is null)))"#,
         workflow
     )
     .execute(conn)
@@ -600,18 +614,24 @@ pub async fn reclaim_expired_during_call(
 ) -> sqlx::Result<Vec<(Uuid, Uuid)>> {
     let body = serde_json::to_value(TransportObservation::WorkerLost { during_call: true })
         .expect("an observation serializes");
+    let before = serde_json::to_value(TransportObservation::WorkerLost { during_call: false })
+        .expect("an observation serializes");
     let rows = sqlx::query!(
         r#"with expired as (
                select id, workflow_id, request_key from step
                where state = 'invoking' and lease_expires_at < now()
                for update skip locked
            ), ended as (
-               update attempt a set ended_at = now(), outcome = 'outcome_unknown', observation = $1
+               -- An attempt that never reached `invoking` sent nothing, whatever its step did.
+               update attempt a set ended_at = now(),
+                      outcome = case when a.invoked_at is null then 'failed_before_effect'::attempt_outcome
+                                     else 'outcome_unknown'::attempt_outcome end,
+                      observation = case when a.invoked_at is null then $2::jsonb else $1::jsonb end
                from expired e where a.step_id = e.id and a.ended_at is null
-               returning a.id, a.step_id
+               returning a.id, a.step_id, a.observation
            ), observed as (
                insert into observation (step_id, attempt_id, request_key, kind, body)
-               select ended.step_id, ended.id, e.request_key, 'transport', $1
+               select ended.step_id, ended.id, e.request_key, 'transport', ended.observation
                from ended join expired e on e.id = ended.step_id
            )
            update step s set state = 'outcome_unknown', lease_holder = null, lease_expires_at = null,
@@ -619,23 +639,50 @@ pub async fn reclaim_expired_during_call(
                              updated_at = now()
            from expired e where s.id = e.id
            returning s.id, s.workflow_id"#,
-        body
+        body,
+        before,
     )
     .fetch_all(conn)
     .await?;
     Ok(rows.into_iter().map(|r| (r.id, r.workflow_id)).collect())
 }
 
-/// When the request under `key` was last sent (persisted just before the call).
-pub async fn last_sent_at(
+/// How long ago, by the database's clock, the last call under `key` could still have reached
+/// the destination: measured from the later of the last attempt's end and the last send plus
+/// the adapter's deadline (a destination may accept as late as that). Zero when it never ended.
+/// A status index lags *acceptance*, so this, not the time of sending, is what a visibility
+/// window is compared with.
+pub async fn millis_since_last_call_ended(
+    conn: &mut PgConnection,
+    step: Uuid,
+    key: &str,
+    deadline_ms: i64,
+) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(
+        r#"select coalesce(greatest(0, (extract(epoch from now() - greatest(
+                      q.last_sent_at + make_interval(secs => $3::bigint / 1000.0),
+                      (select max(a.ended_at) from attempt a where a.step_id = $1)
+                  )) * 1000)::bigint), 0) as "millis!"
+           from external_request q where q.request_key = $2"#,
+        step,
+        key,
+        deadline_ms,
+    )
+    .fetch_optional(conn)
+    .await
+    .map(|m| m.unwrap_or(0))
+}
+
+/// The adapter contract version a request was prepared under.
+pub async fn request_contract_version(
     conn: &mut PgConnection,
     key: &str,
-) -> sqlx::Result<Option<DateTime<Utc>>> {
+) -> sqlx::Result<Option<i32>> {
     sqlx::query_scalar!(
-        r#"select last_sent_at as "last_sent_at: DateTime<Utc>" from external_request where request_key = $1"#,
+        r#"select contract_version from external_request where request_key = $1"#,
         key
     )
-    .fetch_one(conn)
+    .fetch_optional(conn)
     .await
 }
 
