@@ -74,7 +74,7 @@ impl WorkerConfig {
         Self {
             name: name.into(),
             batch: 32,
-            concurrency: 32,
+            concurrency: 16,
             lease: Duration::from_secs(30),
             idle_poll: Duration::from_millis(250),
             recovery_window: Duration::from_secs(15 * 60),

@@ -96,7 +96,7 @@ struct WorkerTuning {
     #[arg(long, env = "Z29C_WORKER_NAME")]
     worker_name: Option<String>,
     /// Steps in flight at once in this process.
-    #[arg(long, env = "Z29C_WORKER_CONCURRENCY", default_value_t = 32)]
+    #[arg(long, env = "Z29C_WORKER_CONCURRENCY", default_value_t = 16)]
     concurrency: usize,
     /// Steps claimed per transaction.
     #[arg(long, env = "Z29C_WORKER_BATCH", default_value_t = 32)]

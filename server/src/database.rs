@@ -34,7 +34,7 @@ pub struct DatabaseArgs {
     #[arg(long, env = "Z29C_PG_DATA", default_value = ".z29c/pg")]
     pub pg_data_dir: PathBuf,
     /// Largest number of connections this process opens.
-    #[arg(long, env = "Z29C_DB_MAX_CONNECTIONS", default_value_t = 16)]
+    #[arg(long, env = "Z29C_DB_MAX_CONNECTIONS", default_value_t = 24)]
     pub db_max_connections: u32,
 }
 

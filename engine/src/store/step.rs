@@ -470,28 +470,35 @@ pub async fn commit_receipt(
     Ok(ReceiptOutcome::Committed { receipt: id })
 }
 
-/// Opens (or extends) the step's open duplicate-effect incident with every reference given.
-pub async fn open_duplicate_incident(
-    conn: &mut PgConnection,
-    step: Uuid,
-    references: &[(&str, Option<&str>)],
-) -> sqlx::Result<Uuid> {
-    let incident = sqlx::query_scalar!(
+/// The step's open incident of `kind` (`duplicate_effect` or `digest_conflict`), opened now
+/// unless one is open already.
+async fn open_incident(conn: &mut PgConnection, step: Uuid, kind: &str) -> sqlx::Result<Uuid> {
+    sqlx::query_scalar!(
         r#"with opened as (
-               insert into integrity_incident (id, step_id, kind) values ($1, $2, 'duplicate_effect')
+               insert into integrity_incident (id, step_id, kind) values ($1, $2, $3::text::incident_kind)
                on conflict (step_id, kind) where resolved_at is null do nothing
                returning id
            )
            select id as "id!" from opened
            union all
            select id from integrity_incident
-           where step_id = $2 and kind = 'duplicate_effect' and resolved_at is null
+           where step_id = $2 and kind = $3::text::incident_kind and resolved_at is null
            limit 1"#,
         Uuid::now_v7(),
         step,
+        kind,
     )
-    .fetch_one(&mut *conn)
-    .await?;
+    .fetch_one(conn)
+    .await
+}
+
+/// Opens (or extends) the step's open duplicate-effect incident with every reference given.
+pub async fn open_duplicate_incident(
+    conn: &mut PgConnection,
+    step: Uuid,
+    references: &[(&str, Option<&str>)],
+) -> sqlx::Result<Uuid> {
+    let incident = open_incident(conn, step, "duplicate_effect").await?;
     for (reference, key) in references {
         sqlx::query!(
             r#"insert into incident_reference (incident_id, external_reference, request_key)
@@ -770,22 +777,7 @@ pub async fn open_digest_conflict(
     request_key: &str,
     evidence: &Value,
 ) -> sqlx::Result<Uuid> {
-    let incident = sqlx::query_scalar!(
-        r#"with opened as (
-               insert into integrity_incident (id, step_id, kind) values ($1, $2, 'digest_conflict')
-               on conflict (step_id, kind) where resolved_at is null do nothing
-               returning id
-           )
-           select id as "id!" from opened
-           union all
-           select id from integrity_incident
-           where step_id = $2 and kind = 'digest_conflict' and resolved_at is null
-           limit 1"#,
-        Uuid::now_v7(),
-        step,
-    )
-    .fetch_one(&mut *conn)
-    .await?;
+    let incident = open_incident(conn, step, "digest_conflict").await?;
     sqlx::query!(
         r#"insert into incident_reference (incident_id, external_reference, request_key, evidence)
            values ($1, $2, $3, $4) on conflict do nothing"#,
