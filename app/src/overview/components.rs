@@ -7,14 +7,21 @@ use super::types::StateCount;
 #[component]
 pub fn OverviewPage() -> impl IntoView {
     let (refreshes, set_refreshes) = signal(0_u32);
-    let counts = Resource::new(move || refreshes.get(), |_| workflow_counts());
+    // Each answer carries the refresh it answers, so the page (and its tests) can tell a fresh
+    // answer from the server-rendered one.
+    let counts = Resource::new(
+        move || refreshes.get(),
+        |generation| async move { workflow_counts().await.map(|counts| (generation, counts)) },
+    );
     view! {
         <section class="page">
             <h1>"Overview"</h1>
             <Suspense fallback=|| view! { <p>"Loading counts…"</p> }>
                 {move || Suspend::new(async move {
                     match counts.await {
-                        Ok(counts) => view! { <CountsTable counts /> }.into_any(),
+                        Ok((generation, counts)) => {
+                            view! { <CountsTable counts generation /> }.into_any()
+                        }
                         Err(error) => view! { <p class="error">{error.to_string()}</p> }.into_any(),
                     }
                 })}
@@ -36,10 +43,10 @@ pub fn OverviewPage() -> impl IntoView {
 }
 
 #[component]
-fn CountsTable(counts: Vec<StateCount>) -> impl IntoView {
+fn CountsTable(counts: Vec<StateCount>, generation: u32) -> impl IntoView {
     let total: i64 = counts.iter().map(|c| c.count).sum();
     view! {
-        <table class="counts">
+        <table class="counts" data-generation=generation>
             <caption>"Workflows by state"</caption>
             <thead>
                 <tr>
