@@ -13,6 +13,9 @@ pub enum ConsoleError {
     /// The thing asked for does not exist.
     #[error("not found")]
     NotFound,
+    /// Nobody is signed in, or the username and password did not match.
+    #[error("{reason}")]
+    SignIn { reason: String },
     /// The signed-in person's role does not allow this.
     #[error("your role does not allow this")]
     Forbidden,
@@ -35,6 +38,32 @@ impl FromServerFnError for ConsoleError {
 
     fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
         ConsoleError::Transport(value.to_string())
+    }
+}
+
+#[cfg(feature = "ssr")]
+impl ConsoleError {
+    /// The HTTP status this refusal answers with.
+    pub fn status(&self) -> http::StatusCode {
+        match self {
+            ConsoleError::NotFound => http::StatusCode::NOT_FOUND,
+            ConsoleError::SignIn { .. } => http::StatusCode::UNAUTHORIZED,
+            ConsoleError::Forbidden | ConsoleError::NotPermittedByContract { .. } => {
+                http::StatusCode::FORBIDDEN
+            }
+            ConsoleError::Conflict { .. } => http::StatusCode::CONFLICT,
+            ConsoleError::Internal | ConsoleError::Transport(_) => {
+                http::StatusCode::INTERNAL_SERVER_ERROR
+            }
+        }
+    }
+
+    /// Sets this refusal's status on the response being built, and returns it.
+    pub fn answered(self) -> Self {
+        if let Some(response) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() {
+            response.set_status(self.status());
+        }
+        self
     }
 }
 

@@ -3,6 +3,7 @@
 //! Rendered on the server (`ssr`) and hydrated in the browser (`hydrate`). Each feature is a
 //! module with its DTOs (`types`), server functions (`api`) and views (`components`).
 
+pub mod auth;
 pub mod error;
 pub mod overview;
 mod shell;

@@ -5,6 +5,7 @@ use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
 use leptos_router::components::{A, Route, Router, Routes};
 use leptos_router::{SsrMode, path};
 
+use crate::auth::components::{OperatorMenu, SignInPage, provide_auth_actions};
 use crate::overview::components::OverviewPage;
 
 /// The whole HTML document, rendered on the server around [`App`].
@@ -34,6 +35,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
+    provide_auth_actions();
     view! {
         <Stylesheet id="leptos" href="/pkg/z29c.css" />
         <Title text="Z29C recovery console" />
@@ -45,10 +47,12 @@ pub fn App() -> impl IntoView {
                 <nav aria-label="Console">
                     <A href="/">"Overview"</A>
                 </nav>
+                <OperatorMenu />
             </header>
             <main>
                 <Routes fallback=NotFound>
                     <Route path=path!("/") view=OverviewPage ssr=SsrMode::Async />
+                    <Route path=path!("/sign-in") view=SignInPage ssr=SsrMode::Async />
                 </Routes>
             </main>
         </Router>

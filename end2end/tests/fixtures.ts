@@ -1,13 +1,14 @@
 import { test as base, expect } from '@playwright/test';
 
 // Every page must load without a console error or a failed (4xx/5xx) response.
-// A test that expects a failed response names its path in `allowedFailures`.
+// A test that expects a failed response names its path (or a prefix) in `allowedFailures`.
 export const test = base.extend<{ allowedFailures: string[]; problems: string[] }>({
   allowedFailures: [[], { option: true }],
   problems: [
     async ({ page, allowedFailures }, use) => {
       const problems: string[] = [];
-      const allowed = (url: string) => url !== '' && allowedFailures.includes(new URL(url).pathname);
+      const allowed = (url: string) =>
+        url !== '' && allowedFailures.some((path) => new URL(url).pathname.startsWith(path));
       page.on('console', (message) => {
         // Chromium reports every failed load as a console error too.
         const expectedFailure = message.text().startsWith('Failed to load resource') && allowed(message.location().url);

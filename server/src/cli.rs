@@ -35,6 +35,9 @@ enum Command {
     /// API bearer tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Console operators.
+    #[command(subcommand)]
+    User(UserCommand),
     /// Adapters Z29C may call.
     #[command(subcommand)]
     Adapter(AdapterCommand),
@@ -134,6 +137,20 @@ struct CheckArgs {
 }
 
 #[derive(Debug, Subcommand)]
+enum UserCommand {
+    /// Create an operator; the password is printed once.
+    Add {
+        /// Sign-in name (lowercase letters, digits, `.`, `_`, `-`).
+        name: String,
+        /// viewer (reads), operator (checks, same-key retries, evidence) or approver (all).
+        #[arg(long)]
+        role: engine::domain::Role,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum TokenCommand {
     /// Create a bearer token for an API client; the token is printed once.
     Create {
@@ -211,6 +228,21 @@ impl Cli {
                     Ok(ExitCode::SUCCESS)
                 }
                 Command::Adapter(command) => adapter(command).await.map(|()| ExitCode::SUCCESS),
+                Command::User(UserCommand::Add {
+                    name,
+                    role,
+                    database,
+                }) => {
+                    let db = Database::open(&database).await?;
+                    let added = engine::operators::add(&db.pool, &name, role).await;
+                    db.close().await?;
+                    let password = added?;
+                    println!("{password}");
+                    eprintln!(
+                        "operator `{name}` ({role:?}) created; the password is shown only now"
+                    );
+                    Ok(ExitCode::SUCCESS)
+                }
                 Command::Check(args) => check(args).await,
                 Command::Migrate(args) => {
                     Database::open(&args).await?.close().await?;
@@ -253,6 +285,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let demo = crate::demo::Demo::start(&database.pool, &args.demo_data_dir).await?;
         let seeded = crate::demo::seed(&database.pool).await?;
         println!("demo: destinations on ports 3101-3103; {seeded} new demo workflow(s)");
+        match engine::operators::add(&database.pool, "demo", engine::domain::Role::Approver).await {
+            Ok(password) => {
+                println!("demo: sign in as `demo` with password {password} (shown once)")
+            }
+            Err(engine::operators::OperatorError::Exists(_)) => println!(
+                "demo: the `demo` approver exists (its password was printed on the first start); \
+                 add another with `z29c user add NAME --role approver`"
+            ),
+            Err(error) => return Err(error.into()),
+        }
         Some(demo)
     } else {
         None

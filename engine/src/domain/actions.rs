@@ -82,6 +82,21 @@ pub enum Role {
     Approver,
 }
 
+impl std::str::FromStr for Role {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "viewer" => Ok(Role::Viewer),
+            "operator" => Ok(Role::Operator),
+            "approver" => Ok(Role::Approver),
+            other => Err(format!(
+                "`{other}` is not a role: use viewer, operator or approver"
+            )),
+        }
+    }
+}
+
 impl Role {
     /// Whether this role may take `action` at all (the contract decides the rest).
     pub fn may(self, action: OperatorAction) -> bool {
