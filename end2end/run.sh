@@ -17,8 +17,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# With the demo: three destination processes (ports from 3201, away from `make run`'s) and
+# workflows that end in every kind of uncertainty, for the review-queue tests.
 env -u DATABASE_URL Z29C_PG_DATA="$work/pg" Z29C_ADDR="$addr" LEPTOS_SITE_ROOT="$site_root" \
-  "$bin" serve >"$work/server.log" 2>&1 &
+  Z29C_DEMO_DATA="$work/destinations" Z29C_DEMO_PORT="${Z29C_E2E_DEMO_PORT:-3201}" \
+  "$bin" serve --demo >"$work/server.log" 2>&1 &
 server_pid=$!
 
 # An approver for the sign-in tests; `user add` joins the server's running cluster.
@@ -33,7 +36,7 @@ status=0
 kill -TERM "$server_pid"
 wait "$server_pid" || { echo "z29c serve did not exit cleanly:"; cat "$work/server.log"; exit 1; }
 server_pid=
-if pg_ctl_out=$(ls "$work/pg/postmaster.pid" 2>/dev/null); then
+if pg_ctl_out=$(ls "$work"/pg/postmaster.pid "$work"/destinations/*/postmaster.pid 2>/dev/null); then
   echo "the private cluster was still running after the server stopped ($pg_ctl_out)"; cat "$work/server.log"; exit 1
 fi
 if [ "$status" -ne 0 ]; then echo "--- server log"; tail -n 50 "$work/server.log"; fi

@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod error;
 pub mod overview;
+pub mod review;
 mod shell;
 
 pub use shell::{App, shell};

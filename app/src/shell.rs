@@ -7,6 +7,7 @@ use leptos_router::{SsrMode, path};
 
 use crate::auth::components::{OperatorMenu, SignInPage, provide_auth_actions};
 use crate::overview::components::OverviewPage;
+use crate::review::components::ReviewQueuePage;
 
 /// The whole HTML document, rendered on the server around [`App`].
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -45,13 +46,15 @@ pub fn App() -> impl IntoView {
                     "Z29C"
                 </A>
                 <nav aria-label="Console">
-                    <A href="/">"Overview"</A>
+                    <A href="/">"Review queue"</A>
+                    <A href="/overview">"Overview"</A>
                 </nav>
                 <OperatorMenu />
             </header>
             <main>
                 <Routes fallback=NotFound>
-                    <Route path=path!("/") view=OverviewPage ssr=SsrMode::Async />
+                    <Route path=path!("/") view=ReviewQueuePage ssr=SsrMode::Async />
+                    <Route path=path!("/overview") view=OverviewPage ssr=SsrMode::Async />
                     <Route path=path!("/sign-in") view=SignInPage ssr=SsrMode::Async />
                 </Routes>
             </main>
@@ -69,7 +72,7 @@ fn NotFound() -> impl IntoView {
     view! {
         <section class="page">
             <h1>"Page not found"</h1>
-            <p>"Nothing lives at this address. " <A href="/">"Go to the overview"</A> "."</p>
+            <p>"Nothing lives at this address. " <A href="/">"Go to the review queue"</A> "."</p>
         </section>
     }
 }

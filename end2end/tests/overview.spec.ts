@@ -3,7 +3,7 @@ import { test, expect, hydrated } from './fixtures';
 test('the overview is rendered by the server before any script runs', async ({ browser }) => {
   const context = await browser.newContext({ javaScriptEnabled: false });
   const page = await context.newPage();
-  await page.goto('/');
+  await page.goto('/overview');
   await expect(page.getByRole('heading', { name: 'Overview' })).toBeVisible();
   await expect(page.getByRole('table', { name: 'Workflows by state' })).toBeVisible();
   await expect(page.getByTestId('total')).toHaveText(/^\d+$/);
@@ -11,7 +11,7 @@ test('the overview is rendered by the server before any script runs', async ({ b
 });
 
 test('the overview hydrates and refreshes its counts in the browser', async ({ page }) => {
-  await page.goto('/');
+  await page.goto('/overview');
   await hydrated(page);
   await expect(page.getByTestId('refreshes')).toHaveText('Counts as rendered by the server.');
   await page.getByRole('button', { name: 'Refresh counts' }).click();

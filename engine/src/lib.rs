@@ -26,6 +26,8 @@ pub mod operators;
 #[cfg(feature = "runtime")]
 pub mod replace;
 #[cfg(feature = "runtime")]
+pub mod review;
+#[cfg(feature = "runtime")]
 pub mod status;
 #[cfg(feature = "runtime")]
 pub mod store;

@@ -284,7 +284,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let demo = if args.demo {
         let demo = crate::demo::Demo::start(&database.pool, &args.demo_data_dir).await?;
         let seeded = crate::demo::seed(&database.pool).await?;
-        println!("demo: destinations on ports 3101-3103; {seeded} new demo workflow(s)");
+        println!("demo: three destinations started; {seeded} new demo workflow(s)");
         match engine::operators::add(&database.pool, "demo", engine::domain::Role::Approver).await {
             Ok(password) => {
                 println!("demo: sign in as `demo` with password {password} (shown once)")

@@ -16,12 +16,25 @@ use sqlx::PgPool;
 use tokio::process::{Child, Command};
 use uuid::Uuid;
 
-/// Where each demo destination listens, and the adapter that reaches it.
-const DESTINATIONS: [(Kind, &str, u16); 3] = [
-    (Kind::Idempotent, "idempotent-docs", 3101),
-    (Kind::Queryable, "queryable-docs", 3102),
-    (Kind::Opaque, "opaque-docs", 3103),
+/// The demo destinations and the adapters that reach them; they listen on consecutive ports
+/// from `Z29C_DEMO_PORT` (3101 unless set).
+const DESTINATIONS: [(Kind, &str); 3] = [
+    (Kind::Idempotent, "idempotent-docs"),
+    (Kind::Queryable, "queryable-docs"),
+    (Kind::Opaque, "opaque-docs"),
 ];
+
+fn port_of(adapter: &str) -> u16 {
+    let base = std::env::var("Z29C_DEMO_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(3101_u16);
+    let index = DESTINATIONS
+        .iter()
+        .position(|(_, name)| *name == adapter)
+        .expect("a demo adapter");
+    base + u16::try_from(index).expect("three destinations")
+}
 
 /// Deadline of the demo adapters; the scripted delays exceed it.
 const DEADLINE_MS: u64 = 1_000;
@@ -34,12 +47,13 @@ pub struct Demo {
 }
 
 impl Demo {
-    /// Starts the destinations (each with a private cluster under `data_dir`), registers their
-    /// adapters and waits until they answer.
+    /// Starts the destinations (each with a private cluster under `data_dir`), waits until they
+    /// answer, runs each adapter's contract suite and registers the adapters.
     pub async fn start(pool: &PgPool, data_dir: &Path) -> anyhow::Result<Self> {
         let exe = std::env::current_exe().context("finding the z29c binary")?;
         let mut children = Vec::new();
-        for (kind, adapter, port) in DESTINATIONS {
+        for (kind, adapter) in DESTINATIONS {
+            let port = port_of(adapter);
             let dir: PathBuf = data_dir.join(kind.as_str());
             let child = Command::new(&exe)
                 .args(["destinations", "--kind", kind.as_str(), "--addr"])
@@ -53,16 +67,21 @@ impl Demo {
                 .spawn()
                 .with_context(|| format!("starting the {kind} destination"))?;
             children.push(child);
-            let contract =
-                engine::contracts::declared(kind.as_str(), DEADLINE_MS, WINDOW_MS, false)
-                    .expect("a known kind");
-            engine::store::adapter::upsert(pool, adapter, &base_url(port), &contract).await?;
         }
         let demo = Self { children };
-        for (kind, _, port) in DESTINATIONS {
+        for (kind, adapter) in DESTINATIONS {
+            let port = port_of(adapter);
             wait_until_up(port)
                 .await
                 .with_context(|| format!("the {kind} destination did not start"))?;
+            // As `z29c adapter add` does: a claim is trusted only once its suite passed.
+            let contract =
+                engine::contracts::declared(kind.as_str(), DEADLINE_MS, WINDOW_MS, false)
+                    .expect("a known kind");
+            let http = engine::adapter::HttpAdapter::new(&base_url(port), contract.clone());
+            let report = engine::contract_suite::verify(adapter, &http).await;
+            anyhow::ensure!(report.passed(), "{}", report.summary());
+            engine::store::adapter::upsert(pool, adapter, &base_url(port), &contract).await?;
         }
         Ok(demo)
     }
@@ -107,7 +126,6 @@ async fn wait_until_up(port: u16) -> anyhow::Result<()> {
 struct Scene {
     key: &'static str,
     adapter: &'static str,
-    port: u16,
     title: &'static str,
     fault: Option<Fault>,
     /// Deliver once before Z29C does, under the same client reference (an earlier system's
@@ -116,10 +134,9 @@ struct Scene {
 }
 
 fn scenes() -> Vec<Scene> {
-    let scene = |key, adapter, port, title, fault, predecessor| Scene {
+    let scene = |key, adapter, title, fault, predecessor| Scene {
         key,
         adapter,
-        port,
         title,
         fault,
         predecessor,
@@ -128,7 +145,6 @@ fn scenes() -> Vec<Scene> {
         scene(
             "demo-report-1",
             "idempotent-docs",
-            3101,
             "Quarterly report",
             None,
             false,
@@ -136,7 +152,6 @@ fn scenes() -> Vec<Scene> {
         scene(
             "demo-report-2",
             "idempotent-docs",
-            3101,
             "Annual report",
             Some(Fault::DelayResponse { ms: 3_000 }),
             false,
@@ -144,7 +159,6 @@ fn scenes() -> Vec<Scene> {
         scene(
             "demo-report-3",
             "idempotent-docs",
-            3101,
             "Board minutes",
             Some(Fault::DropResponse {}),
             false,
@@ -152,7 +166,6 @@ fn scenes() -> Vec<Scene> {
         scene(
             "demo-invoice-1",
             "queryable-docs",
-            3102,
             "Invoice 1001",
             None,
             false,
@@ -160,7 +173,6 @@ fn scenes() -> Vec<Scene> {
         scene(
             "demo-invoice-2",
             "queryable-docs",
-            3102,
             "Invoice 1002",
             Some(Fault::DropResponse {}),
             false,
@@ -168,7 +180,6 @@ fn scenes() -> Vec<Scene> {
         scene(
             "demo-invoice-3",
             "queryable-docs",
-            3102,
             "Invoice 1003",
             Some(Fault::DropResponse {}),
             true,
@@ -176,7 +187,6 @@ fn scenes() -> Vec<Scene> {
         scene(
             "demo-letter-1",
             "opaque-docs",
-            3103,
             "Welcome letter",
             None,
             false,
@@ -184,7 +194,6 @@ fn scenes() -> Vec<Scene> {
         scene(
             "demo-letter-2",
             "opaque-docs",
-            3103,
             "Contract letter",
             Some(Fault::DelayResponse { ms: 3_000 }),
             false,
@@ -192,7 +201,6 @@ fn scenes() -> Vec<Scene> {
         scene(
             "demo-letter-3",
             "opaque-docs",
-            3103,
             "Reminder letter",
             Some(Fault::ErrorAfterAccept { status: 502 }),
             false,
@@ -234,7 +242,7 @@ pub async fn seed(pool: &PgPool) -> anyhow::Result<usize> {
                 serde_json::from_value(workflow.input.clone())?;
             let rendered = engine::definition::render(&parsed);
             client
-                .post(format!("{}/deliveries", base_url(scene.port)))
+                .post(format!("{}/deliveries", base_url(port_of(scene.adapter))))
                 .json(&json!({
                     "client_reference": key,
                     "digest": rendered["document_digest"],
@@ -252,7 +260,7 @@ pub async fn seed(pool: &PgPool) -> anyhow::Result<usize> {
                 Match::ClientReference(key)
             };
             plans
-                .entry(scene.port)
+                .entry(port_of(scene.adapter))
                 .or_default()
                 .push(FaultRule::new(Operation::Deliver, matching, fault).times(1));
         }

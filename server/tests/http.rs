@@ -67,7 +67,7 @@ async fn the_overview_is_rendered_on_the_server_with_counts_from_the_database(po
         .await
         .unwrap();
     }
-    let (status, html) = get(pool, "/").await;
+    let (status, html) = get(pool, "/overview").await;
     assert_eq!(status, StatusCode::OK);
     assert!(html.contains("Workflows by state"), "{html}");
     assert!(

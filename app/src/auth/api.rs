@@ -52,6 +52,19 @@ pub(crate) mod session {
         Ok(token)
     }
 
+    /// The signed-in operator, if their role is at least `role`; a refusal otherwise.
+    pub async fn require(role: engine::domain::Role) -> Result<Operator, ConsoleError> {
+        let session = current().await?;
+        match operator(&session).await? {
+            None => Err(ConsoleError::SignIn {
+                reason: "Sign in to use the console.".into(),
+            }
+            .answered()),
+            Some(who) if who.role < role => Err(ConsoleError::Forbidden.answered()),
+            Some(who) => Ok(who),
+        }
+    }
+
     /// Refuses a state-changing request whose form did not carry this session's token.
     pub async fn check_csrf(session: &Session, sent: &str) -> Result<(), ConsoleError> {
         match session.get::<String>(CSRF).await.map_err(internal)? {

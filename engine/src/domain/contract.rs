@@ -85,11 +85,11 @@ impl SideEffectContract {
                 self.visibility_window_ms
             ));
         }
-        if let Compensation::SupportedWithLimits(_) = self.compensation {
-            parts.push("withdrawal".to_owned());
-        }
         if parts.is_empty() {
             parts.push("opaque: no key, no lookup".to_owned());
+        }
+        if let Compensation::SupportedWithLimits(_) = self.compensation {
+            parts.push("withdrawal".to_owned());
         }
         if self.unknown_outcome_policy == UnknownOutcomePolicy::Review {
             parts.push("unknown outcomes always reviewed".to_owned());

@@ -1,0 +1,49 @@
+use engine::domain::StepState;
+use serde::{Deserialize, Serialize};
+
+/// A step waiting for certainty, as the queue lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueItem {
+    pub step_id: String,
+    pub workflow_id: String,
+    pub creation_key: String,
+    pub logical: String,
+    pub state: StepState,
+    pub adapter: String,
+    pub capabilities: String,
+    /// Seconds since the outcome became unknown (or review was first needed).
+    pub unknown_age_secs: i64,
+    pub attempts: i32,
+    pub request_key: String,
+    pub open_incident: bool,
+}
+
+/// An open integrity incident, as the queue lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IncidentItem {
+    pub incident_id: String,
+    pub workflow_id: String,
+    pub creation_key: String,
+    pub kind: String,
+    pub open_secs: i64,
+    pub references: Vec<String>,
+}
+
+/// One page of the queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuePage {
+    pub items: Vec<QueueItem>,
+    pub incidents: Vec<IncidentItem>,
+    /// The keyset cursor of the next page, when there is one.
+    pub next: Option<String>,
+}
+
+/// "42 s", "7 min", "3 h", "2 d": an age a person reads at a glance.
+pub fn age(secs: i64) -> String {
+    match secs {
+        s if s < 60 => format!("{s} s"),
+        s if s < 3_600 => format!("{} min", s / 60),
+        s if s < 86_400 => format!("{} h", s / 3_600),
+        s => format!("{} d", s / 86_400),
+    }
+}
