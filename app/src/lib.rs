@@ -8,6 +8,7 @@ pub mod error;
 pub mod overview;
 pub mod review;
 mod shell;
+pub mod steps;
 
 pub use shell::{App, shell};
 

@@ -8,6 +8,7 @@ use leptos_router::{SsrMode, path};
 use crate::auth::components::{OperatorMenu, SignInPage, provide_auth_actions};
 use crate::overview::components::OverviewPage;
 use crate::review::components::ReviewQueuePage;
+use crate::steps::components::StepPage;
 
 /// The whole HTML document, rendered on the server around [`App`].
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -55,6 +56,7 @@ pub fn App() -> impl IntoView {
                 <Routes fallback=NotFound>
                     <Route path=path!("/") view=ReviewQueuePage ssr=SsrMode::Async />
                     <Route path=path!("/overview") view=OverviewPage ssr=SsrMode::Async />
+                    <Route path=path!("/steps/:id") view=StepPage ssr=SsrMode::Async />
                     <Route path=path!("/sign-in") view=SignInPage ssr=SsrMode::Async />
                 </Routes>
             </main>

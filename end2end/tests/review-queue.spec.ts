@@ -40,4 +40,19 @@ test('lists the demo\'s unknown outcomes and its duplicate incident, evidence fi
 
   const incidents = page.getByRole('table', { name: 'Open integrity incidents' });
   await expect(incidents.locator('tr', { hasText: 'demo-invoice-3' })).toContainText('duplicate effect');
+
+  // The step's evidence, then only what an opaque adapter's contract permits.
+  await letter.getByRole('link', { name: 'deliver' }).click();
+  await expect(page.getByRole('heading', { name: 'demo-letter-2 · deliver' })).toBeVisible();
+  await expect(page.getByTestId('receipt')).toHaveText('none: no receipt proves the effect');
+  await expect(page.getByTestId('request-key')).toContainText('/deliver-v2');
+  const attempts = page.getByRole('table', { name: 'Attempts (never overwritten)' });
+  await expect(attempts.locator('tbody tr')).toHaveCount(1);
+  await expect(attempts).toContainText('Outcome unknown');
+  await expect(attempts).toContainText('no answer came within the 1000 ms deadline');
+  const permitted = page.getByTestId('permitted');
+  await expect(permitted).toContainText('Attach evidence');
+  await expect(permitted).toContainText('Authorize another attempt');
+  await expect(permitted).not.toContainText('Retry with the same key');
+  await expect(permitted).not.toContainText('Check destination');
 });

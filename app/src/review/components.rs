@@ -71,7 +71,9 @@ fn Queue(page: QueuePage) -> impl IntoView {
                                     <br />
                                     <code class="muted">{item.request_key}</code>
                                 </td>
-                                <td>{item.logical}</td>
+                                <td>
+                                    <a href=format!("/steps/{}", item.step_id)>{item.logical}</a>
+                                </td>
                                 <td>
                                     <span class=format!("badge {:?}", item.state).to_lowercase()>
                                         {item.state.label()}

@@ -1,0 +1,5 @@
+//! The step evidence page: everything known about one step, evidence first.
+
+pub mod api;
+pub mod components;
+pub mod types;
