@@ -394,10 +394,7 @@ impl Worker {
             // definition refuses) waits for a person instead of looping.
             Err(error @ (WorkerError::UnknownAdapter { .. } | WorkerError::Definition { .. })) => {
                 tracing::error!(step = %step.id, %error, "step cannot run here; sent to review");
-                let mut tx = self.pool.begin().await?;
-                step::settle(&mut tx, step.id, Some(&self.config.name), Settle::Review).await?;
-                workflow::refresh_state(&mut tx, step.workflow_id).await?;
-                tx.commit().await?;
+                self.settle_alone(&step, Settle::Review).await?;
                 Ok(StepReport::ToReview)
             }
             // One step's trouble must not abort the others in flight: this step keeps its lease
@@ -668,17 +665,31 @@ impl Worker {
         Ok(StepState::Succeeded)
     }
 
+    /// Whether automatic recovery of `step` has run out of its window.
+    fn recovery_deadline_passed(&self, step: &Claimed) -> bool {
+        step.unknown_since.is_some_and(|since| {
+            chrono::Utc::now() - since
+                > chrono::Duration::from_std(self.config.recovery_window)
+                    .unwrap_or(chrono::Duration::MAX)
+        })
+    }
+
+    /// Settles a step this worker holds, in a transaction of its own.
+    async fn settle_alone(&self, step: &Claimed, settle: Settle) -> Result<(), WorkerError> {
+        let mut tx = self.pool.begin().await?;
+        step::settle(&mut tx, step.id, Some(&self.config.name), settle).await?;
+        workflow::refresh_state(&mut tx, step.workflow_id).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     fn after_unknown(
         &self,
         step: &Claimed,
         contract: &crate::domain::SideEffectContract,
         last_lookup: Option<LookupAnswer>,
     ) -> Settle {
-        let deadline_passed = step.unknown_since.is_some_and(|since| {
-            chrono::Utc::now() - since
-                > chrono::Duration::from_std(self.config.recovery_window)
-                    .unwrap_or(chrono::Duration::MAX)
-        });
+        let deadline_passed = self.recovery_deadline_passed(step);
         let facts = UnknownOutcomeFacts {
             last_lookup,
             recovery_deadline_passed: deadline_passed,
@@ -709,17 +720,10 @@ impl Worker {
         let sent_under =
             step::request_contract_version(&mut *self.pool.acquire().await?, key.as_str()).await?;
         if sent_under.is_some_and(|v| v != contract_version) {
-            let mut tx = self.pool.begin().await?;
-            step::settle(&mut tx, step.id, Some(&self.config.name), Settle::Review).await?;
-            workflow::refresh_state(&mut tx, step.workflow_id).await?;
-            tx.commit().await?;
+            self.settle_alone(step, Settle::Review).await?;
             return Ok(StepReport::ToReview);
         }
-        let deadline_passed = step.unknown_since.is_some_and(|since| {
-            chrono::Utc::now() - since
-                > chrono::Duration::from_std(self.config.recovery_window)
-                    .unwrap_or(chrono::Duration::MAX)
-        });
+        let deadline_passed = self.recovery_deadline_passed(step);
         let mut facts = UnknownOutcomeFacts {
             last_lookup: None,
             recovery_deadline_passed: deadline_passed,
@@ -785,10 +789,7 @@ impl Worker {
                         RecoveryDecision::Review { .. } => Settle::Review,
                         _ => self.after_unknown(step, &contract, facts.last_lookup.clone()),
                     };
-                    let mut tx = self.pool.begin().await?;
-                    step::settle(&mut tx, step.id, Some(&self.config.name), settle).await?;
-                    workflow::refresh_state(&mut tx, step.workflow_id).await?;
-                    tx.commit().await?;
+                    self.settle_alone(step, settle).await?;
                     return Ok(if settle == Settle::Review {
                         StepReport::ToReview
                     } else {
