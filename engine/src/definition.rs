@@ -221,6 +221,23 @@ pub fn prepare_request(
     })
 }
 
+/// The request of a compensation step: withdraw `external_reference`, under the step's own key.
+/// Its digest binds the key to that one reference forever.
+pub fn withdrawal_request(request_key: &str, external_reference: &str) -> PreparedRequest {
+    let content_digest = InputDigest::of_json(&json!({ "withdraw": external_reference }));
+    let body = json!({
+        "client_reference": request_key,
+        "digest": content_digest,
+        "withdraw": external_reference,
+        "summary": format!("Withdraw delivery {external_reference}"),
+    });
+    PreparedRequest {
+        request_digest: InputDigest::of_json(&body),
+        content_digest,
+        body,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,6 +22,8 @@ pub mod intake;
 #[cfg(feature = "runtime")]
 pub mod invariants;
 #[cfg(feature = "runtime")]
+pub mod operate;
+#[cfg(feature = "runtime")]
 pub mod operators;
 #[cfg(feature = "runtime")]
 pub mod replace;

@@ -2,12 +2,13 @@
 //! durable rejection), the old key is never reused with new bytes. A replacement step gets a
 //! new request key, linked to the original, and runs under the newest definition version.
 
-use serde_json::json;
-use sqlx::PgPool;
+use serde_json::{Value, json};
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use crate::definition::{DOCUMENT_DELIVERY_VERSIONS, StepKind};
-use crate::domain::{RequestKey, StepKey, StepState};
+use crate::definition::{self, DOCUMENT_DELIVERY, DOCUMENT_DELIVERY_VERSIONS, StepKind};
+use crate::domain::{InputDigest, RequestKey, StepKey, StepState};
+use crate::operate::{ActionError, Locked};
 use crate::store::journal::{self, Actor, AuditEntry};
 use crate::store::{step, workflow};
 
@@ -41,14 +42,16 @@ pub async fn replace_step(
         return Err(ReplaceError::NoReason);
     }
     let mut tx = pool.begin().await?;
-    let (workflow_id, state, kind, request_key, logical, version) =
-        step::lock_for_action(&mut tx, original)
-            .await?
-            .ok_or(ReplaceError::NotFound(original))?;
-    let replaceable =
-        kind != StepKind::Pure && matches!(state, StepState::Rejected | StepState::ReviewRequired);
+    let locked = crate::operate::facts(&mut tx, original, true)
+        .await?
+        .ok_or(ReplaceError::NotFound(original))?;
+    let replaceable = locked.kind != StepKind::Pure
+        && matches!(
+            locked.state,
+            StepState::Rejected | StepState::ReviewRequired
+        );
     if !replaceable {
-        return Err(ReplaceError::NotReplaceable(state));
+        return Err(ReplaceError::NotReplaceable(locked.state));
     }
     // Safe only where nothing can have happened: a durable rejection, or attempts that all
     // ended before the boundary (authority denied, request diverged, nothing accepted).
@@ -63,48 +66,109 @@ pub async fn replace_step(
     if let Some(outcome) = outcomes.first() {
         return Err(ReplaceError::MayHaveHappened(outcome.label()));
     }
-    let replaced = sqlx::query_scalar!(
-        r#"select exists(select 1 from step where replaces_step_id = $1) as "replaced!""#,
-        original
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-    if replaced {
-        return Err(ReplaceError::AlreadyReplaced);
-    }
-    let generations: i64 = sqlx::query_scalar!(
-        r#"select count(*) as "n!" from step where workflow_id = $1 and logical = $2"#,
-        workflow_id,
-        logical
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-    let old_key = request_key
-        .map(RequestKey::from)
-        .unwrap_or_else(|| RequestKey::derive(workflow_id, &StepKey::new(logical, version)));
-    let new_key = RequestKey::replacement(&old_key, u32::try_from(generations).unwrap_or(u32::MAX));
-    let newest = *DOCUMENT_DELIVERY_VERSIONS.last().expect("a version");
-    let replacement = step::insert_replacement(&mut tx, original, newest, new_key.as_str()).await?;
+    let (replacement, details) = create_replacement(&mut tx, &locked, original, None)
+        .await
+        .map_err(|e| match e {
+            ActionError::Conflict(_) => ReplaceError::AlreadyReplaced,
+            ActionError::Sqlx(e) => ReplaceError::Sqlx(e),
+            other => ReplaceError::Sqlx(sqlx::Error::Protocol(other.to_string())),
+        })?;
     journal::audit(
         &mut tx,
         &AuditEntry {
             actor,
             action: "replace",
-            workflow: Some(workflow_id),
+            workflow: Some(locked.workflow_id),
             step: Some(original),
             reason: Some(reason),
-            details: json!({ "replacement": replacement, "old_key": old_key, "new_key": new_key }),
+            details,
         },
     )
     .await?;
+    workflow::refresh_state(&mut tx, locked.workflow_id).await?;
+    tx.commit().await?;
+    Ok(replacement)
+}
+
+/// The new step replacing `original`, with a new request key linked to the old and, when
+/// given, corrected input (normalized and digested here; the old digest stays on the old step).
+pub(crate) async fn create_replacement(
+    conn: &mut PgConnection,
+    locked: &Locked,
+    original: Uuid,
+    corrected: Option<&Value>,
+) -> Result<(Uuid, Value), ActionError> {
+    let replaced = sqlx::query_scalar!(
+        r#"select exists(select 1 from step where replaces_step_id = $1) as "replaced!""#,
+        original
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    if replaced {
+        return Err(ActionError::Conflict(
+            "This step was replaced already; open its replacement.".into(),
+        ));
+    }
+    let newest = *DOCUMENT_DELIVERY_VERSIONS.last().expect("a version");
+    let workflow = workflow::by_id(&mut *conn, locked.workflow_id)
+        .await?
+        .ok_or(ActionError::NotFound)?;
+    let corrected = match corrected {
+        None => None,
+        Some(input) => {
+            let normalized = definition::normalize_input(DOCUMENT_DELIVERY, newest, input)
+                .map_err(|e| ActionError::Invalid(format!("The corrected {e}.")))?;
+            let digest = InputDigest::of_json(&normalized);
+            Some((normalized, digest))
+        }
+    };
+    let generations: i64 = sqlx::query_scalar!(
+        r#"select count(*) as "n!" from step where workflow_id = $1 and logical = $2"#,
+        locked.workflow_id,
+        locked.logical
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let old_key = locked
+        .request_key
+        .clone()
+        .map(RequestKey::from)
+        .unwrap_or_else(|| {
+            RequestKey::derive(
+                locked.workflow_id,
+                &StepKey::new(locked.logical.clone(), locked.definition_version),
+            )
+        });
+    let new_key = RequestKey::replacement(&old_key, u32::try_from(generations).unwrap_or(u32::MAX));
+    let replacement = step::insert_replacement(conn, original, newest, new_key.as_str()).await?;
+    if let Some((input, digest)) = &corrected {
+        sqlx::query!(
+            r#"update step set input = $2, input_digest = $3 where id = $1"#,
+            replacement,
+            input,
+            digest.as_str(),
+        )
+        .execute(&mut *conn)
+        .await?;
+    }
     workflow::announce(
-        &mut tx,
-        workflow_id,
+        conn,
+        locked.workflow_id,
         "step.replaced",
         &json!({ "step": original, "replacement": replacement }),
     )
     .await?;
-    workflow::refresh_state(&mut tx, workflow_id).await?;
-    tx.commit().await?;
-    Ok(replacement)
+    let new_digest = corrected
+        .as_ref()
+        .map_or(workflow.input_digest.clone(), |(_, d)| d.to_string());
+    Ok((
+        replacement,
+        json!({
+            "replacement": replacement,
+            "old_key": old_key,
+            "new_key": new_key,
+            "old_input_digest": workflow.input_digest,
+            "new_input_digest": new_digest,
+        }),
+    ))
 }

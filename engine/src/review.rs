@@ -268,7 +268,7 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
 }
 
 /// The decision-table fact a recorded lookup observation stands for.
-fn lookup_answer(body: &serde_json::Value) -> Option<crate::domain::LookupAnswer> {
+pub(crate) fn lookup_answer(body: &serde_json::Value) -> Option<crate::domain::LookupAnswer> {
     use crate::domain::LookupAnswer;
     let seen = &body["seen"];
     let after = body["looked_after_sent_ms"].as_u64().unwrap_or(0);

@@ -49,7 +49,10 @@ pub async fn project(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<WorkflowSta
                   (select case when bool_or(i.resolved_at is null) then 'open'
                                when bool_or(i.disposition = 'withdrawal_requested') then 'withdrawn'
                                when bool_or(i.disposition = 'accepted_unresolved') then 'unresolved' end
-                   from integrity_incident i where i.step_id = s.id and i.kind = 'duplicate_effect') as duplicate
+                   from integrity_incident i where i.step_id = s.id and i.kind = 'duplicate_effect') as duplicate,
+                  (select bool_and(cs.state = 'succeeded') from compensation_link c
+                   join step cs on cs.id = c.compensation_step_id
+                   where c.original_step_id = s.id and c.incident_id is not null) as withdrawals_done
            from step s left join receipt r on r.id = s.receipt_id
            where s.workflow_id = $1
            order by s.created_at, s.generation"#,
@@ -64,7 +67,10 @@ pub async fn project(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<WorkflowSta
             if r.logical == "deliver" {
                 let duplicate = match r.duplicate.as_deref() {
                     Some("open") => DuplicateStatus::Open,
-                    Some("withdrawn") => DuplicateStatus::Withdrawn,
+                    Some("withdrawn") if r.withdrawals_done == Some(true) => {
+                        DuplicateStatus::Withdrawn
+                    }
+                    Some("withdrawn") => DuplicateStatus::WithdrawalRequested,
                     Some("unresolved") => DuplicateStatus::AcceptedUnresolved,
                     _ => DuplicateStatus::None,
                 };

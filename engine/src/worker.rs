@@ -15,7 +15,7 @@ use sqlx::{PgConnection, PgPool};
 use tokio::task::JoinSet;
 use uuid::Uuid;
 
-use crate::adapter::{Adapter, BoxFuture, HttpAdapter, LookupObservation};
+use crate::adapter::{Adapter, BoxFuture, HttpAdapter, LookupObservation, WithdrawalObservation};
 use crate::contract_suite::{self, SuiteReport};
 use crate::definition::{self, DocumentDeliveryInput, PreparedRequest, StepKind};
 use crate::domain::{
@@ -252,6 +252,11 @@ impl Worker {
         &self.config.name
     }
 
+    /// How long this worker's leases last without renewal.
+    pub fn lease(&self) -> Duration {
+        self.config.lease
+    }
+
     fn lease_secs(&self) -> f64 {
         self.config.lease.as_secs_f64()
     }
@@ -353,7 +358,21 @@ impl Worker {
             let steps: Vec<Uuid> = fresh.iter().map(|c| c.id).collect();
             let attempts: Vec<Uuid> = fresh.iter().map(|_| Uuid::now_v7()).collect();
             let numbers: Vec<i32> = fresh.iter().map(|c| c.attempt_count).collect();
-            let none = vec![None; fresh.len()];
+            // A first attempt needs no authorization; a later one may carry an operator's.
+            let again: Vec<Uuid> = fresh
+                .iter()
+                .filter(|c| c.attempt_count > 1)
+                .map(|c| c.id)
+                .collect();
+            let granted = if again.is_empty() {
+                Vec::new()
+            } else {
+                step::consume_authorizations(&mut tx, &again).await?
+            };
+            let authorizations: Vec<Option<Uuid>> = steps
+                .iter()
+                .map(|s| granted.iter().find(|(g, _)| g == s).map(|(_, a)| *a))
+                .collect();
             step::insert_attempts(
                 &mut tx,
                 &self.config.name,
@@ -361,7 +380,7 @@ impl Worker {
                 &steps,
                 &attempts,
                 &numbers,
-                &none,
+                &authorizations,
             )
             .await?;
         }
@@ -457,6 +476,9 @@ impl Worker {
         step: &Claimed,
         key: &RequestKey,
     ) -> Result<PreparedRequest, WorkerError> {
+        if let Some(target) = &step.withdraws {
+            return Ok(definition::withdrawal_request(key.as_str(), target));
+        }
         let input = parse_input(step)?;
         let deps = step::dependency_facts(conn, step.workflow_id).await?;
         definition::prepare_request(
@@ -515,9 +537,26 @@ impl Worker {
         tx.commit().await?;
 
         // Checkpoint 4: the call, outside any transaction, with the lease renewed meanwhile.
-        let observation = self
-            .call_renewing(step.id, adapter.deliver(&key, &prepared))
-            .await;
+        let call = match &step.withdraws {
+            None => adapter.deliver(&key, &prepared),
+            Some(target) => {
+                let (adapter, key) = (&adapter, &key);
+                Box::pin(async move {
+                    match adapter.withdraw(key, target).await {
+                        WithdrawalObservation::Withdrawn {
+                            withdrawal_reference,
+                            ..
+                        } => TransportObservation::Accepted {
+                            status: 201,
+                            external_reference: withdrawal_reference,
+                            replayed: false,
+                        },
+                        WithdrawalObservation::Transport(observation) => observation,
+                    }
+                })
+            }
+        };
+        let observation = self.call_renewing(step.id, call).await;
 
         // Checkpoints 5 and 6.
         let tx = self.pool.begin().await?;
@@ -647,7 +686,11 @@ impl Worker {
             step: step.id,
             request_key: key.as_str(),
             external_reference,
-            completion_state: "accepted",
+            completion_state: if step.withdraws.is_some() {
+                "withdrawn"
+            } else {
+                "accepted"
+            },
             method,
             result_summary: summary,
             author: None,
@@ -741,46 +784,10 @@ impl Worker {
                     }
                 }
                 RecoveryDecision::AttachStatusQueryReceipt { external_reference } => {
-                    let mut tx = self.pool.begin().await?;
-                    let summary = json!({ "lookup": "found" });
-                    let state = self
-                        .record_reference(
-                            &mut tx,
-                            step,
-                            &key,
-                            &external_reference,
-                            "status_query",
-                            &summary,
-                        )
-                        .await?;
-                    workflow::announce(
-                        &mut tx,
-                        step.workflow_id,
-                        "step.verified",
-                        &json!({ "step": step.id, "external_reference": external_reference }),
-                    )
-                    .await?;
-                    workflow::refresh_state(&mut tx, step.workflow_id).await?;
-                    tx.commit().await?;
-                    return Ok(StepReport::Looked {
-                        answer: "found".into(),
-                        state,
-                    });
+                    return self.verified(step, &key, &external_reference).await;
                 }
                 RecoveryDecision::OpenDigestConflictIncident { external_reference } => {
-                    let mut tx = self.pool.begin().await?;
-                    step::open_digest_conflict(
-                        &mut tx,
-                        step.id,
-                        &external_reference,
-                        key.as_str(),
-                        &json!({ "lookup": "found_with_conflicting_digest" }),
-                    )
-                    .await?;
-                    step::settle(&mut tx, step.id, Some(&self.config.name), Settle::Review).await?;
-                    workflow::refresh_state(&mut tx, step.workflow_id).await?;
-                    tx.commit().await?;
-                    return Ok(StepReport::ToReview);
+                    return self.digest_conflict(step, &key, &external_reference).await;
                 }
                 decision @ (RecoveryDecision::QueryAgainAfter { .. }
                 | RecoveryDecision::BackOffThenQuery
@@ -801,6 +808,95 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// The lookup found the request under its digest: a `status_query` receipt settles the step.
+    async fn verified(
+        &self,
+        step: &Claimed,
+        key: &RequestKey,
+        external_reference: &str,
+    ) -> Result<StepReport, WorkerError> {
+        let mut tx = self.pool.begin().await?;
+        let summary = json!({ "lookup": "found" });
+        let state = self
+            .record_reference(
+                &mut tx,
+                step,
+                key,
+                external_reference,
+                "status_query",
+                &summary,
+            )
+            .await?;
+        workflow::announce(
+            &mut tx,
+            step.workflow_id,
+            "step.verified",
+            &json!({ "step": step.id, "external_reference": external_reference }),
+        )
+        .await?;
+        workflow::refresh_state(&mut tx, step.workflow_id).await?;
+        tx.commit().await?;
+        Ok(StepReport::Looked {
+            answer: "found".into(),
+            state,
+        })
+    }
+
+    /// The lookup found the key under other bytes: an integrity incident, and a person decides.
+    async fn digest_conflict(
+        &self,
+        step: &Claimed,
+        key: &RequestKey,
+        external_reference: &str,
+    ) -> Result<StepReport, WorkerError> {
+        let mut tx = self.pool.begin().await?;
+        step::open_digest_conflict(
+            &mut tx,
+            step.id,
+            external_reference,
+            key.as_str(),
+            &json!({ "lookup": "found_with_conflicting_digest" }),
+        )
+        .await?;
+        step::settle(&mut tx, step.id, Some(&self.config.name), Settle::Review).await?;
+        workflow::refresh_state(&mut tx, step.workflow_id).await?;
+        tx.commit().await?;
+        Ok(StepReport::ToReview)
+    }
+
+    /// An operator's *Check destination* on a step this worker leased for them: one lookup,
+    /// acted on as the decision table says for what it found. Anything short of a found
+    /// delivery leaves the step where it was, with the answer on its timeline; the next
+    /// decision (check again, retry after authoritative absence) is the operator's.
+    pub async fn check_destination(
+        &self,
+        step: &Claimed,
+    ) -> Result<(Option<LookupAnswer>, StepReport), WorkerError> {
+        let (adapter, _) = self.adapters.get(step)?;
+        let key = Self::request_key(step);
+        let (answer, report) = self.query(step, adapter.as_ref(), &key).await?;
+        let report = match &answer {
+            None => report,
+            Some(LookupAnswer::Found {
+                external_reference,
+                digest_matches: true,
+            }) => self.verified(step, &key, external_reference).await?,
+            Some(LookupAnswer::Found {
+                external_reference,
+                digest_matches: false,
+            }) => self.digest_conflict(step, &key, external_reference).await?,
+            Some(_) => {
+                let mut conn = self.pool.acquire().await?;
+                step::release_lease(&mut conn, step.id, &self.config.name).await?;
+                StepReport::Looked {
+                    answer: "inconclusive".into(),
+                    state: step.state,
+                }
+            }
+        };
+        Ok((answer, report))
     }
 
     /// A status lookup, recorded as an observation; returns the answer for the decision table,

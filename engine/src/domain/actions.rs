@@ -140,7 +140,10 @@ pub fn permitted_actions(facts: &StepFacts<'_>) -> Vec<OperatorAction> {
                 }
                 ContractKind::Opaque => {}
             }
-            actions.push(A::AttachEvidence);
+            // A manual receipt names the request it proves; none was ever prepared here.
+            if facts.request_prepared {
+                actions.push(A::AttachEvidence);
+            }
             actions.push(A::Waive);
             if contract.kind() == ContractKind::Opaque {
                 actions.push(A::AuthorizeAnotherAttempt);

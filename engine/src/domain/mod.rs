@@ -11,7 +11,7 @@ pub mod recovery;
 mod state;
 pub mod words;
 
-pub use actions::{OperatorAction, Role, StepFacts, permitted_actions};
+pub use actions::{OperatorAction, Role, StepFacts, permitted_actions, refusal};
 pub use contract::{Compensation, ContractKind, SideEffectContract, UnknownOutcomePolicy};
 pub use identity::{InputDigest, RequestKey, StepKey};
 pub use outcome::{AttemptOutcome, TransportObservation};

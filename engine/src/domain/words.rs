@@ -7,6 +7,8 @@ use super::state::StepState;
 pub enum DuplicateStatus {
     None,
     Open,
+    /// The duplicate's withdrawal was requested and has not been confirmed yet.
+    WithdrawalRequested,
     Withdrawn,
     AcceptedUnresolved,
 }
@@ -20,6 +22,9 @@ pub fn delivery_sentence(
     match (deliver, duplicate) {
         (_, DuplicateStatus::Open) => {
             "Delivery happened more than once; an operator is reviewing the duplicate".to_owned()
+        }
+        (_, DuplicateStatus::WithdrawalRequested) => {
+            "Completed with duplicate effect; withdrawal of the duplicate requested".to_owned()
         }
         (_, DuplicateStatus::Withdrawn) => {
             "Completed with duplicate effect; duplicate withdrawn".to_owned()
@@ -77,6 +82,7 @@ mod tests {
     fn a_duplicate_never_reads_as_plain_success() {
         for duplicate in [
             DuplicateStatus::Open,
+            DuplicateStatus::WithdrawalRequested,
             DuplicateStatus::Withdrawn,
             DuplicateStatus::AcceptedUnresolved,
         ] {

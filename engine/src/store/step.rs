@@ -85,7 +85,10 @@ pub struct Claimed {
     pub request_key: Option<String>,
     pub attempt_count: i32,
     pub unknown_since: Option<DateTime<Utc>>,
+    /// The step's corrected input (a replacement's), else its workflow's.
     pub workflow_input: Value,
+    /// For a compensation step: the external reference it asks the destination to withdraw.
+    pub withdraws: Option<String>,
 }
 
 /// Checkpoint 1, for up to `limit` steps at once: leases ready steps (and outcome-unknown steps
@@ -119,13 +122,64 @@ pub async fn claim(
            returning s.id, s.workflow_id, s.logical, s.definition_version,
                      s.kind as "kind: StepKind", s.adapter,
                      s.state as "state: StepState", s.request_key, s.attempt_count,
-                     s.unknown_since as "unknown_since: _", w.input as workflow_input"#,
+                     s.unknown_since as "unknown_since: _",
+                     coalesce(s.input, w.input) as "workflow_input!",
+                     (select c.external_reference from compensation_link c
+                       where c.compensation_step_id = s.id) as withdraws"#,
         worker,
         limit,
         lease_secs,
     )
     .fetch_all(conn)
     .await
+}
+
+/// Leases one step for an operator's lookup, whatever its state, unless someone holds it.
+/// The caller has locked the row and checked that the action is permitted.
+pub async fn lease_for_operator(
+    conn: &mut PgConnection,
+    step: Uuid,
+    holder: &str,
+    lease_secs: f64,
+) -> sqlx::Result<Option<Claimed>> {
+    sqlx::query_as!(
+        Claimed,
+        r#"update step s
+              set lease_holder = $2, lease_expires_at = now() + make_interval(secs => $3),
+                  updated_at = now()
+             from workflow w
+            where s.id = $1 and w.id = s.workflow_id
+              and (s.lease_expires_at is null or s.lease_expires_at < now())
+           returning s.id, s.workflow_id, s.logical, s.definition_version,
+                     s.kind as "kind: StepKind", s.adapter,
+                     s.state as "state: StepState", s.request_key, s.attempt_count,
+                     s.unknown_since as "unknown_since: _",
+                     coalesce(s.input, w.input) as "workflow_input!",
+                     (select c.external_reference from compensation_link c
+                       where c.compensation_step_id = s.id) as withdraws"#,
+        step,
+        holder,
+        lease_secs,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Marks the unconsumed operator authorizations of `steps` used by the attempts about to be
+/// recorded; returns (step, authorization) pairs.
+pub async fn consume_authorizations(
+    conn: &mut PgConnection,
+    steps: &[Uuid],
+) -> sqlx::Result<Vec<(Uuid, Uuid)>> {
+    let rows = sqlx::query!(
+        r#"update operator_authorization set consumed_at = now()
+           where step_id = any($1) and consumed_at is null
+           returning step_id, id"#,
+        steps
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.step_id, r.id)).collect())
 }
 
 /// Records one open attempt per (step, attempt id, number), in one statement.
