@@ -24,14 +24,19 @@ env -u DATABASE_URL Z29C_PG_DATA="$work/pg" Z29C_ADDR="$addr" LEPTOS_SITE_ROOT="
   "$bin" serve --demo >"$work/server.log" 2>&1 &
 server_pid=$!
 
-# An approver for the sign-in tests; `user add` joins the server's running cluster.
+# An approver and a viewer for the browser tests; `user add` joins the server's running cluster.
 for _ in $(seq 1 120); do curl -sf "http://$addr/readyz" >/dev/null && break; sleep 0.5; done
 if ! password=$(env -u DATABASE_URL Z29C_PG_DATA="$work/pg" "$bin" user add e2e-approver --role approver 2>"$work/user.log"); then
   echo "could not create the e2e operator:"; cat "$work/user.log"; exit 1
 fi
 
+if ! viewer_password=$(env -u DATABASE_URL Z29C_PG_DATA="$work/pg" "$bin" user add e2e-viewer --role viewer 2>"$work/user.log"); then
+  echo "could not create the e2e viewer:"; cat "$work/user.log"; exit 1
+fi
+
 status=0
-(cd "$here" && Z29C_BASE_URL="http://$addr" E2E_USER=e2e-approver E2E_PASSWORD="$password" npx playwright test "$@") || status=$?
+(cd "$here" && Z29C_BASE_URL="http://$addr" E2E_USER=e2e-approver E2E_PASSWORD="$password" \
+  E2E_VIEWER=e2e-viewer E2E_VIEWER_PASSWORD="$viewer_password" npx playwright test "$@") || status=$?
 
 kill -TERM "$server_pid"
 wait "$server_pid" || { echo "z29c serve did not exit cleanly:"; cat "$work/server.log"; exit 1; }

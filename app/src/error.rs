@@ -22,9 +22,12 @@ pub enum ConsoleError {
     /// Someone else changed the thing first, or the page was stale.
     #[error("{reason}")]
     Conflict { reason: String },
-    /// The adapter's contract does not permit this action in this state.
-    #[error("not permitted by the adapter's contract: {why}")]
-    NotPermittedByContract { why: String },
+    /// The role, or the adapter's contract in the step's current state, does not permit this.
+    #[error("{why}")]
+    NotPermitted { why: String },
+    /// A field of the form is missing or malformed.
+    #[error("{reason}")]
+    Invalid { reason: String },
     /// Something failed on the server; the details are in its log.
     #[error("something went wrong on the server; the details are in its log")]
     Internal,
@@ -48,10 +51,11 @@ impl ConsoleError {
         match self {
             ConsoleError::NotFound => http::StatusCode::NOT_FOUND,
             ConsoleError::SignIn { .. } => http::StatusCode::UNAUTHORIZED,
-            ConsoleError::Forbidden | ConsoleError::NotPermittedByContract { .. } => {
+            ConsoleError::Forbidden | ConsoleError::NotPermitted { .. } => {
                 http::StatusCode::FORBIDDEN
             }
             ConsoleError::Conflict { .. } => http::StatusCode::CONFLICT,
+            ConsoleError::Invalid { .. } => http::StatusCode::UNPROCESSABLE_ENTITY,
             ConsoleError::Internal | ConsoleError::Transport(_) => {
                 http::StatusCode::INTERNAL_SERVER_ERROR
             }
@@ -72,5 +76,20 @@ impl From<sqlx::Error> for ConsoleError {
     fn from(error: sqlx::Error) -> Self {
         tracing::error!(%error, "database error in a server function");
         ConsoleError::Internal
+    }
+}
+
+#[cfg(feature = "ssr")]
+impl From<engine::operate::ActionError> for ConsoleError {
+    fn from(error: engine::operate::ActionError) -> Self {
+        use engine::operate::ActionError as E;
+        match error {
+            E::NotFound => ConsoleError::NotFound,
+            E::Forbidden(why) | E::NotPermitted(why) => ConsoleError::NotPermitted { why },
+            E::Conflict(reason) => ConsoleError::Conflict { reason },
+            E::Invalid(reason) => ConsoleError::Invalid { reason },
+            E::Worker(reason) => ConsoleError::Conflict { reason },
+            E::Sqlx(e) => e.into(),
+        }
     }
 }

@@ -3,12 +3,15 @@
 //! Rendered on the server (`ssr`) and hydrated in the browser (`hydrate`). Each feature is a
 //! module with its DTOs (`types`), server functions (`api`) and views (`components`).
 
+pub mod audit;
 pub mod auth;
 pub mod error;
+pub mod incidents;
 pub mod overview;
 pub mod review;
 mod shell;
 pub mod steps;
+pub mod workflows;
 
 pub use shell::{App, shell};
 

@@ -5,10 +5,13 @@ use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
 use leptos_router::components::{A, Route, Router, Routes};
 use leptos_router::{SsrMode, path};
 
+use crate::audit::components::AuditLogPage;
 use crate::auth::components::{OperatorMenu, SignInPage, provide_auth_actions};
+use crate::incidents::components::IncidentPage;
 use crate::overview::components::OverviewPage;
 use crate::review::components::ReviewQueuePage;
 use crate::steps::components::StepPage;
+use crate::workflows::components::{StatusPage, WorkflowPage};
 
 /// The whole HTML document, rendered on the server around [`App`].
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -49,6 +52,7 @@ pub fn App() -> impl IntoView {
                 <nav aria-label="Console">
                     <A href="/">"Review queue"</A>
                     <A href="/overview">"Overview"</A>
+                    <A href="/audit">"Audit log"</A>
                 </nav>
                 <OperatorMenu />
             </header>
@@ -57,6 +61,10 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/") view=ReviewQueuePage ssr=SsrMode::Async />
                     <Route path=path!("/overview") view=OverviewPage ssr=SsrMode::Async />
                     <Route path=path!("/steps/:id") view=StepPage ssr=SsrMode::Async />
+                    <Route path=path!("/incidents/:id") view=IncidentPage ssr=SsrMode::Async />
+                    <Route path=path!("/workflows/:id") view=WorkflowPage ssr=SsrMode::Async />
+                    <Route path=path!("/status/:id") view=StatusPage ssr=SsrMode::Async />
+                    <Route path=path!("/audit") view=AuditLogPage ssr=SsrMode::Async />
                     <Route path=path!("/sign-in") view=SignInPage ssr=SsrMode::Async />
                 </Routes>
             </main>

@@ -435,12 +435,11 @@ async fn audit(
     reason: &str,
     details: Value,
 ) -> sqlx::Result<()> {
-    let name = serde_json::to_value(action).expect("an action serializes");
     journal::audit(
         conn,
         &AuditEntry {
             actor,
-            action: name.as_str().unwrap_or_default(),
+            action: action.name(),
             workflow: Some(locked.workflow_id),
             step: Some(step),
             reason: Some(reason),

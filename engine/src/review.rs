@@ -1,5 +1,5 @@
-//! The review queue: steps whose outcome is unknown or that wait for a person, oldest
-//! uncertainty first, and open integrity incidents. Keyset-paginated on `(unknown_since, id)`,
+//! The review queue: steps whose outcome is unknown or that wait for a person (review
+//! required, or rejected and waiting to be replaced), oldest uncertainty first, and open integrity incidents. Keyset-paginated on `(unknown_since, id)`,
 //! which `step_review_idx` serves.
 
 use chrono::{DateTime, Utc};
@@ -38,9 +38,21 @@ pub struct IncidentRow {
     pub references: Vec<String>,
 }
 
-/// Up to `limit` queue rows after the keyset position `after`, oldest uncertainty first.
+/// Which queue rows to show; every field narrows, `None` does not.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueFilter {
+    pub state: Option<StepState>,
+    pub adapter: Option<String>,
+    pub definition: Option<String>,
+    /// Only rows whose uncertainty is older than this many seconds.
+    pub older_than_secs: Option<i64>,
+}
+
+/// Up to `limit` queue rows matching `filter` after the keyset position `after`, oldest
+/// uncertainty first.
 pub async fn queue(
     pool: &PgPool,
+    filter: &QueueFilter,
     after: Option<(DateTime<Utc>, Uuid)>,
     limit: i64,
 ) -> sqlx::Result<Vec<QueueRow>> {
@@ -53,13 +65,21 @@ pub async fn queue(
            from step s
            join workflow w on w.id = s.workflow_id
            left join adapter a on a.name = s.adapter
-           where s.state in ('outcome_unknown', 'review_required')
+           where s.state in ('outcome_unknown', 'review_required', 'rejected')
              and ($1::timestamptz is null or (s.unknown_since, s.id) > ($1, $2::uuid))
+             and ($4::step_state is null or s.state = $4)
+             and ($5::text is null or s.adapter = $5)
+             and ($6::text is null or w.definition_name = $6)
+             and ($7::bigint is null or s.unknown_since < now() - make_interval(secs => $7::bigint))
            order by s.unknown_since, s.id
            limit $3"#,
         after_at as Option<DateTime<Utc>>,
         after_id,
         limit,
+        filter.state as Option<StepState>,
+        filter.adapter,
+        filter.definition,
+        filter.older_than_secs,
     )
     .fetch_all(pool)
     .await?;
@@ -83,6 +103,94 @@ pub async fn queue(
             open_incident: r.open_incident,
         })
         .collect())
+}
+
+/// How many steps wait in the queue, by state and by adapter (before any filter).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueCounts {
+    pub by_state: Vec<(StepState, i64)>,
+    pub by_adapter: Vec<(String, i64)>,
+    pub by_definition: Vec<(String, i64)>,
+}
+
+/// The queue's counts, from the partial index over waiting steps.
+pub async fn queue_counts(pool: &PgPool) -> sqlx::Result<QueueCounts> {
+    let rows = sqlx::query!(
+        r#"select s.state as "state: StepState", coalesce(s.adapter, '') as "adapter!",
+                  w.definition_name, count(*) as "n!"
+           from step s join workflow w on w.id = s.workflow_id
+           where s.state in ('outcome_unknown', 'review_required', 'rejected')
+           group by 1, 2, 3"#
+    )
+    .fetch_all(pool)
+    .await?;
+    let mut counts = QueueCounts::default();
+    for r in rows {
+        let add = |list: &mut Vec<(String, i64)>, key: &str| match list
+            .iter_mut()
+            .find(|(k, _)| k == key)
+        {
+            Some((_, n)) => *n += r.n,
+            None => list.push((key.to_owned(), r.n)),
+        };
+        add(&mut counts.by_adapter, &r.adapter);
+        add(&mut counts.by_definition, &r.definition_name);
+        match counts.by_state.iter_mut().find(|(k, _)| *k == r.state) {
+            Some((_, n)) => *n += r.n,
+            None => counts.by_state.push((r.state, r.n)),
+        }
+    }
+    counts.by_state.sort();
+    counts.by_adapter.sort();
+    counts.by_definition.sort();
+    Ok(counts)
+}
+
+/// One external step of a workflow found by search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchRow {
+    pub step_id: Uuid,
+    pub workflow_id: Uuid,
+    pub creation_key: String,
+    pub logical: String,
+    pub state: StepState,
+    pub adapter: Option<String>,
+    pub request_key: Option<String>,
+    pub external_reference: Option<String>,
+}
+
+/// The external steps of every workflow that `text` names: a workflow id, a creation key, a
+/// request key, or an external reference (on a receipt or an incident). Each is an index
+/// lookup.
+pub async fn search(pool: &PgPool, text: &str, limit: i64) -> sqlx::Result<Vec<SearchRow>> {
+    let text = text.trim();
+    let id = Uuid::parse_str(text).ok();
+    sqlx::query_as!(
+        SearchRow,
+        r#"with hits as (
+               select w.id from workflow w where w.creation_key = $1 or w.id = $2
+               union select s.workflow_id from step s where s.request_key = $1
+               union select r.workflow_id from receipt r where r.external_reference = $1
+               union select s.workflow_id from incident_reference ir
+                     join integrity_incident i on i.id = ir.incident_id
+                     join step s on s.id = i.step_id
+                     where ir.external_reference = $1
+           )
+           select s.id as step_id, s.workflow_id, w.creation_key, s.logical,
+                  s.state as "state: StepState", s.adapter, s.request_key,
+                  r.external_reference as "external_reference?"
+           from hits
+           join workflow w on w.id = hits.id
+           join step s on s.workflow_id = w.id and s.kind <> 'pure'
+           left join receipt r on r.id = s.receipt_id
+           order by w.created_at, s.created_at
+           limit $3"#,
+        text,
+        id,
+        limit,
+    )
+    .fetch_all(pool)
+    .await
 }
 
 /// Every open integrity incident, oldest first, with the references it concerns.
@@ -141,6 +249,23 @@ pub struct Evidence {
     pub timeline: Vec<TimelineEntry>,
     pub last_lookup: Option<crate::domain::LookupAnswer>,
     pub open_incident: bool,
+    /// The step's version (its last change); action forms carry it back.
+    pub version: i64,
+    /// Until when a worker (or an operator's lookup) holds the step.
+    pub leased_until: Option<DateTime<Utc>>,
+    pub request_prepared: bool,
+    /// The normalized input the step runs on, and its digest (a replacement's may be corrected).
+    pub input: serde_json::Value,
+    pub step_input_digest: String,
+    /// Lineage: the step this one replaces, and the step that replaced it.
+    pub replaces: Option<Uuid>,
+    pub replaced_by: Option<Uuid>,
+    /// For a compensation step: the external reference it withdraws.
+    pub withdraws: Option<String>,
+    /// Every integrity incident of this step, open ones first.
+    pub incidents: Vec<Uuid>,
+    /// The workflow's other steps: id, logical name, generation, state.
+    pub siblings: Vec<(Uuid, String, i32, StepState)>,
 }
 
 /// One attempt, never overwritten.
@@ -226,13 +351,33 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
     )
     .fetch_all(pool)
     .await?;
-    let last_lookup = sqlx::query_scalar!(
-        r#"select body from observation where step_id = $1 and kind = 'lookup' order by id desc limit 1"#,
+    let mut conn = pool.acquire().await?;
+    let facts = crate::operate::facts(&mut conn, id, false)
+        .await?
+        .ok_or(sqlx::Error::RowNotFound)?;
+    drop(conn);
+    let lineage = sqlx::query!(
+        r#"select coalesce(s.input, w.input) as "input!", coalesce(s.input_digest, w.input_digest) as "digest!",
+                  s.replaces_step_id, (select r.id from step r where r.replaces_step_id = s.id) as replaced_by,
+                  (select c.external_reference from compensation_link c where c.compensation_step_id = s.id) as withdraws,
+                  coalesce((select array_agg(i.id order by i.resolved_at desc nulls first, i.opened_at)
+                            from integrity_incident i where i.step_id = s.id), '{}') as "incidents!"
+           from step s join workflow w on w.id = s.workflow_id where s.id = $1"#,
         id
     )
-    .fetch_optional(pool)
+    .fetch_one(pool)
+    .await?;
+    let siblings = sqlx::query!(
+        r#"select id, logical, generation, state as "state: StepState" from step
+           where workflow_id = $1 and id <> $2 order by created_at, generation"#,
+        s.workflow_id,
+        id
+    )
+    .fetch_all(pool)
     .await?
-    .and_then(|body| lookup_answer(&body));
+    .into_iter()
+    .map(|r| (r.id, r.logical, r.generation, r.state))
+    .collect();
     Ok(Some(Evidence {
         step_id: s.id,
         workflow_id: s.workflow_id,
@@ -262,8 +407,18 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
                 detail: t.detail,
             })
             .collect(),
-        last_lookup,
+        last_lookup: facts.last_lookup,
         open_incident: s.open_incident,
+        version: facts.version,
+        leased_until: facts.leased_until,
+        request_prepared: facts.request_prepared,
+        input: lineage.input,
+        step_input_digest: lineage.digest,
+        replaces: lineage.replaces_step_id,
+        replaced_by: lineage.replaced_by,
+        withdraws: lineage.withdraws,
+        incidents: lineage.incidents,
+        siblings,
     }))
 }
 
@@ -287,4 +442,139 @@ pub(crate) fn lookup_answer(body: &serde_json::Value) -> Option<crate::domain::L
         "processing" => LookupAnswer::Processing,
         _ => LookupAnswer::Unavailable,
     })
+}
+
+/// One external reference an incident concerns, with what was observed about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IncidentReference {
+    pub external_reference: String,
+    pub request_key: Option<String>,
+    pub evidence: serde_json::Value,
+    pub observed_at: DateTime<Utc>,
+    /// The step's receipt names this reference.
+    pub on_receipt: bool,
+}
+
+/// How an incident was resolved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Resolution {
+    pub canonical_reference: String,
+    pub disposition: String,
+    pub resolved_by: String,
+    pub resolved_at: DateTime<Utc>,
+    pub reason: String,
+}
+
+/// Everything the incident page shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IncidentDetail {
+    pub id: Uuid,
+    pub kind: String,
+    pub opened_at: DateTime<Utc>,
+    pub step_id: Uuid,
+    pub workflow_id: Uuid,
+    pub creation_key: String,
+    pub logical: String,
+    pub adapter: Option<String>,
+    pub request_key: Option<String>,
+    pub references: Vec<IncidentReference>,
+    pub resolution: Option<Resolution>,
+    /// Compensation steps asking to withdraw a duplicate: id, reference, state.
+    pub withdrawals: Vec<(Uuid, String, StepState)>,
+    /// Whether the adapter can withdraw a delivery at all.
+    pub withdrawable: bool,
+}
+
+/// The incident `id`, or `None`.
+pub async fn incident(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<IncidentDetail>> {
+    let Some(i) = sqlx::query!(
+        r#"select i.id, i.kind::text as "kind!", i.opened_at as "opened_at: DateTime<Utc>", i.step_id,
+                  s.workflow_id, w.creation_key, s.logical, s.adapter, s.request_key,
+                  a.contract as "contract?", rc.external_reference as "receipt_reference?",
+                  i.canonical_reference, i.disposition::text as disposition, i.resolved_by,
+                  i.resolved_at as "resolved_at: DateTime<Utc>", i.resolution_reason
+           from integrity_incident i
+           join step s on s.id = i.step_id
+           join workflow w on w.id = s.workflow_id
+           left join adapter a on a.name = s.adapter
+           left join receipt rc on rc.id = s.receipt_id
+           where i.id = $1"#,
+        id
+    )
+    .fetch_optional(pool)
+    .await?
+    else {
+        return Ok(None);
+    };
+    let references = sqlx::query!(
+        r#"select external_reference, request_key, evidence, observed_at as "observed_at: DateTime<Utc>"
+           from incident_reference where incident_id = $1 order by observed_at, external_reference"#,
+        id
+    )
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .map(|r| IncidentReference {
+        on_receipt: i.receipt_reference.as_deref() == Some(r.external_reference.as_str()),
+        external_reference: r.external_reference,
+        request_key: r.request_key,
+        evidence: r.evidence,
+        observed_at: r.observed_at,
+    })
+    .collect();
+    let withdrawals = sqlx::query!(
+        r#"select c.compensation_step_id, c.external_reference, s.state as "state: StepState"
+           from compensation_link c join step s on s.id = c.compensation_step_id
+           where c.incident_id = $1 order by s.created_at"#,
+        id
+    )
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .map(|r| (r.compensation_step_id, r.external_reference, r.state))
+    .collect();
+    let contract = i
+        .contract
+        .and_then(|c| serde_json::from_value::<SideEffectContract>(c).ok());
+    Ok(Some(IncidentDetail {
+        id: i.id,
+        kind: i.kind,
+        opened_at: i.opened_at,
+        step_id: i.step_id,
+        workflow_id: i.workflow_id,
+        creation_key: i.creation_key,
+        logical: i.logical,
+        adapter: i.adapter,
+        request_key: i.request_key,
+        references,
+        resolution: match (
+            i.canonical_reference,
+            i.disposition,
+            i.resolved_by,
+            i.resolved_at,
+            i.resolution_reason,
+        ) {
+            (
+                Some(canonical_reference),
+                Some(disposition),
+                Some(resolved_by),
+                Some(resolved_at),
+                Some(reason),
+            ) => Some(Resolution {
+                canonical_reference,
+                disposition,
+                resolved_by,
+                resolved_at,
+                reason,
+            }),
+            _ => None,
+        },
+        withdrawals,
+        withdrawable: contract.is_some_and(|c| {
+            matches!(
+                c.compensation,
+                crate::domain::Compensation::SupportedWithLimits(_)
+            )
+        }),
+    }))
 }

@@ -20,6 +20,8 @@ pub struct StepStatus {
     pub attempts: i32,
     pub request_key: Option<String>,
     pub external_reference: Option<String>,
+    /// The logical steps whose receipts this one waits for.
+    pub depends_on: Vec<String>,
 }
 
 /// A workflow as the status projection shows it.
@@ -44,7 +46,7 @@ pub async fn project(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<WorkflowSta
         return Ok(None);
     };
     let rows = sqlx::query!(
-        r#"select s.id, s.logical, s.generation, s.state as "state: StepState", s.attempt_count,
+        r#"select s.id, s.logical, s.generation, s.state as "state: StepState", s.attempt_count, s.depends_on,
                   s.request_key, r.external_reference as "external_reference?",
                   (select case when bool_or(i.resolved_at is null) then 'open'
                                when bool_or(i.disposition = 'withdrawal_requested') then 'withdrawn'
@@ -85,6 +87,7 @@ pub async fn project(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<WorkflowSta
                 attempts: r.attempt_count,
                 request_key: r.request_key,
                 external_reference: r.external_reference,
+                depends_on: r.depends_on,
             }
         })
         .collect();

@@ -24,16 +24,35 @@ const DESTINATIONS: [(Kind, &str); 3] = [
     (Kind::Opaque, "opaque-docs"),
 ];
 
-fn port_of(adapter: &str) -> u16 {
+/// The demo's adapters: each destination as declared, and the idempotent and queryable ones
+/// again under a contract whose `unknown_outcome_policy` is `review`, so the review queue
+/// shows unknown outcomes under every adapter kind (the others recover on their own).
+const ADAPTERS: [(Kind, &str, bool); 5] = [
+    (Kind::Idempotent, "idempotent-docs", false),
+    (Kind::Queryable, "queryable-docs", false),
+    (Kind::Opaque, "opaque-docs", false),
+    (Kind::Idempotent, "idempotent-reviewed", true),
+    (Kind::Queryable, "queryable-reviewed", true),
+];
+
+fn port_of_kind(kind: Kind) -> u16 {
     let base = std::env::var("Z29C_DEMO_PORT")
         .ok()
         .and_then(|p| p.parse().ok())
         .unwrap_or(3101_u16);
     let index = DESTINATIONS
         .iter()
-        .position(|(_, name)| *name == adapter)
-        .expect("a demo adapter");
+        .position(|(k, _)| *k == kind)
+        .expect("a demo destination");
     base + u16::try_from(index).expect("three destinations")
+}
+
+fn port_of(adapter: &str) -> u16 {
+    let (kind, _, _) = ADAPTERS
+        .iter()
+        .find(|(_, name, _)| *name == adapter)
+        .expect("a demo adapter");
+    port_of_kind(*kind)
 }
 
 /// Deadline of the demo adapters; the scripted delays exceed it.
@@ -69,14 +88,16 @@ impl Demo {
             children.push(child);
         }
         let demo = Self { children };
-        for (kind, adapter) in DESTINATIONS {
-            let port = port_of(adapter);
-            wait_until_up(port)
+        for (kind, _) in DESTINATIONS {
+            wait_until_up(port_of_kind(kind))
                 .await
                 .with_context(|| format!("the {kind} destination did not start"))?;
+        }
+        for (kind, adapter, review) in ADAPTERS {
+            let port = port_of(adapter);
             // As `z29c adapter add` does: a claim is trusted only once its suite passed.
             let contract =
-                engine::contracts::declared(kind.as_str(), DEADLINE_MS, WINDOW_MS, false)
+                engine::contracts::declared(kind.as_str(), DEADLINE_MS, WINDOW_MS, review)
                     .expect("a known kind");
             let http = engine::adapter::HttpAdapter::new(&base_url(port), contract.clone());
             let report = engine::contract_suite::verify(adapter, &http).await;
@@ -185,6 +206,13 @@ fn scenes() -> Vec<Scene> {
             true,
         ),
         scene(
+            "demo-invoice-4",
+            "queryable-docs",
+            "Invoice 1004",
+            Some(Fault::DropResponse {}),
+            true,
+        ),
+        scene(
             "demo-letter-1",
             "opaque-docs",
             "Welcome letter",
@@ -203,6 +231,51 @@ fn scenes() -> Vec<Scene> {
             "opaque-docs",
             "Reminder letter",
             Some(Fault::ErrorAfterAccept { status: 502 }),
+            false,
+        ),
+        scene(
+            "demo-letter-4",
+            "opaque-docs",
+            "Renewal letter",
+            Some(Fault::DelayResponse { ms: 3_000 }),
+            false,
+        ),
+        scene(
+            "demo-letter-5",
+            "opaque-docs",
+            "Farewell letter",
+            Some(Fault::DropResponse {}),
+            false,
+        ),
+        scene(
+            "demo-letter-6",
+            "opaque-docs",
+            "Holiday letter",
+            Some(Fault::DelayResponse { ms: 3_000 }),
+            false,
+        ),
+        scene(
+            "demo-statement-1",
+            "idempotent-reviewed",
+            "March statement",
+            Some(Fault::DelayResponse { ms: 3_000 }),
+            false,
+        ),
+        scene(
+            "demo-statement-2",
+            "queryable-reviewed",
+            "April statement",
+            Some(Fault::DropResponse {}),
+            false,
+        ),
+        scene(
+            "demo-notice-1",
+            "idempotent-docs",
+            "Price notice",
+            Some(Fault::Reject {
+                code: "recipient_unknown".into(),
+                retryable: false,
+            }),
             false,
         ),
     ]
@@ -254,7 +327,7 @@ pub async fn seed(pool: &PgPool) -> anyhow::Result<usize> {
                 .error_for_status()?;
         }
         if let Some(fault) = scene.fault {
-            let matching = if scene.adapter == "idempotent-docs" {
+            let matching = if scene.adapter.starts_with("idempotent") {
                 Match::IdempotencyKey(key)
             } else {
                 Match::ClientReference(key)

@@ -52,6 +52,18 @@ pub(crate) mod session {
         Ok(token)
     }
 
+    const NOTICE: &str = "notice";
+
+    /// Keeps what an action did for the next page this session renders (after its redirect).
+    pub async fn set_notice(session: &Session, notice: &str) -> Result<(), ConsoleError> {
+        session.insert(NOTICE, notice).await.map_err(internal)
+    }
+
+    /// What the last action did, once.
+    pub async fn take_notice(session: &Session) -> Result<Option<String>, ConsoleError> {
+        session.remove::<String>(NOTICE).await.map_err(internal)
+    }
+
     /// The signed-in operator, if their role is at least `role`; a refusal otherwise.
     pub async fn require(role: engine::domain::Role) -> Result<Operator, ConsoleError> {
         let session = current().await?;

@@ -6,14 +6,63 @@ use crate::error::ConsoleError;
 /// Rows per page of the review queue.
 pub const PAGE_SIZE: i64 = 50;
 
-/// One page of the review queue after the keyset cursor `after` (from a previous page).
+/// One page of the review queue, filtered, after the keyset cursor `after` (from a previous
+/// page); with `q`, also the workflows it names.
 #[server(prefix = "/fn")]
-pub async fn review_queue(after: Option<String>) -> Result<QueuePage, ConsoleError> {
-    use super::types::{IncidentItem, QueueItem};
+pub async fn review_queue(
+    state: Option<String>,
+    adapter: Option<String>,
+    definition: Option<String>,
+    older_than: Option<String>,
+    q: Option<String>,
+    after: Option<String>,
+) -> Result<QueuePage, ConsoleError> {
+    use super::types::{FoundStep, IncidentItem, QueueItem, QueueQuery};
     use chrono::{DateTime, Utc};
+    use engine::domain::StepState;
 
     crate::auth::api::session::require(engine::domain::Role::Viewer).await?;
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
+    let query = QueueQuery {
+        state,
+        adapter,
+        definition,
+        older_than,
+        q,
+        after,
+    };
+    let blank = |v: &Option<String>| {
+        v.as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    };
+    let invalid = |what: &str| {
+        ConsoleError::Invalid {
+            reason: format!(
+                "{what} is not a filter the queue knows; clear the filters and try again."
+            ),
+        }
+        .answered()
+    };
+    let filter = engine::review::QueueFilter {
+        state: match blank(&query.state) {
+            None => None,
+            Some(name) => Some(
+                StepState::ALL
+                    .into_iter()
+                    .find(|s| format!("{s:?}").to_lowercase() == name.replace('_', ""))
+                    .ok_or_else(|| invalid("That state"))?,
+            ),
+        },
+        adapter: blank(&query.adapter),
+        definition: blank(&query.definition),
+        older_than_secs: match blank(&query.older_than) {
+            None => None,
+            Some(minutes) => Some(minutes.parse::<i64>().map_err(|_| invalid("That age"))? * 60),
+        },
+    };
+    let after = query.after.clone();
     let cursor = match after.as_deref().filter(|a| !a.is_empty()) {
         None => None,
         Some(text) => {
@@ -32,7 +81,26 @@ pub async fn review_queue(after: Option<String>) -> Result<QueuePage, ConsoleErr
         }
     };
     let now = Utc::now();
-    let mut rows = engine::review::queue(&pool, cursor, PAGE_SIZE + 1).await?;
+    let mut rows = engine::review::queue(&pool, &filter, cursor, PAGE_SIZE + 1).await?;
+    let counts = engine::review::queue_counts(&pool).await?;
+    let found = match blank(&query.q) {
+        None => None,
+        Some(text) => Some(
+            engine::review::search(&pool, &text, PAGE_SIZE)
+                .await?
+                .into_iter()
+                .map(|r| FoundStep {
+                    step_id: r.step_id.to_string(),
+                    creation_key: r.creation_key,
+                    logical: r.logical,
+                    state: r.state,
+                    adapter: r.adapter.unwrap_or_default(),
+                    request_key: r.request_key.unwrap_or_default(),
+                    external_reference: r.external_reference.unwrap_or_default(),
+                })
+                .collect(),
+        ),
+    };
     let next = (rows.len() > PAGE_SIZE as usize).then(|| {
         rows.truncate(PAGE_SIZE as usize);
         let last = rows.last().expect("a full page has a last row");
@@ -72,5 +140,9 @@ pub async fn review_queue(after: Option<String>) -> Result<QueuePage, ConsoleErr
             })
             .collect(),
         next,
+        by_state: counts.by_state,
+        by_adapter: counts.by_adapter,
+        by_definition: counts.by_definition,
+        found,
     })
 }

@@ -3,7 +3,7 @@ use leptos_router::components::A;
 use leptos_router::hooks::use_query_map;
 
 use super::api::review_queue;
-use super::types::{QueuePage, age};
+use super::types::{FoundStep, QueuePage, QueueQuery, age};
 use crate::error::ConsoleError;
 
 /// The landing page: steps whose outcome is unknown or that wait for review, oldest
@@ -11,7 +11,20 @@ use crate::error::ConsoleError;
 #[component]
 pub fn ReviewQueuePage() -> impl IntoView {
     let query = use_query_map();
-    let page = Resource::new(move || query.read().get("after"), review_queue);
+    let page = Resource::new(
+        move || {
+            let q = query.read();
+            QueueQuery {
+                state: q.get("state"),
+                adapter: q.get("adapter"),
+                definition: q.get("definition"),
+                older_than: q.get("older_than"),
+                q: q.get("q"),
+                after: q.get("after"),
+            }
+        },
+        |q| review_queue(q.state, q.adapter, q.definition, q.older_than, q.q, q.after),
+    );
     view! {
         <section class="page">
             <h1>"Review queue"</h1>
@@ -45,9 +58,60 @@ fn Queue(page: QueuePage) -> impl IntoView {
         items,
         incidents,
         next,
+        by_state,
+        by_adapter,
+        by_definition,
+        found,
     } = page;
     let empty = items.is_empty();
+    let query = use_query_map();
+    let current = move |name: &str| query.read_untracked().get(name).unwrap_or_default();
+    let option = move |field: &'static str, value: String, label: String| {
+        let selected = current(field) == value;
+        view! { <option value=value selected=selected>{label}</option> }
+    };
+    let total: i64 = by_state.iter().map(|(_, n)| n).sum();
     view! {
+        <form method="get" action="/" class="filters" data-testid="filters">
+            <label>"Search"
+                <input type="search" name="q" value=current("q")
+                    placeholder="workflow id, creation key, request key, external reference" size="40" />
+            </label>
+            <label>"State"
+                <select name="state">
+                    {option("state", String::new(), format!("any ({total})"))}
+                    {by_state
+                        .into_iter()
+                        .map(|(state, n)| option("state", format!("{state:?}").to_lowercase(), format!("{} ({n})", state.label())))
+                        .collect_view()}
+                </select>
+            </label>
+            <label>"Adapter"
+                <select name="adapter">
+                    {option("adapter", String::new(), format!("any ({total})"))}
+                    {by_adapter
+                        .into_iter()
+                        .map(|(adapter, n)| option("adapter", adapter.clone(), format!("{adapter} ({n})")))
+                        .collect_view()}
+                </select>
+            </label>
+            <label>"Definition"
+                <select name="definition">
+                    {option("definition", String::new(), format!("any ({total})"))}
+                    {by_definition
+                        .into_iter()
+                        .map(|(definition, n)| option("definition", definition.clone(), format!("{definition} ({n})")))
+                        .collect_view()}
+                </select>
+            </label>
+            <label>"Unknown for more than (min)"
+                <input type="number" name="older_than" min="0" value=current("older_than") size="5" />
+            </label>
+            <button type="submit">"Apply"</button>
+            <a href="/">"Clear"</a>
+        </form>
+        {found.map(|found| view! { <Found found /> })}
+
         <table class="queue">
             <caption>"Outcome unknown or review required"</caption>
             <thead>
@@ -97,7 +161,7 @@ fn Queue(page: QueuePage) -> impl IntoView {
         {next.map(|cursor| {
             view! {
                 <p class="actions">
-                    <a href=format!("/?after={}", urlencode(&cursor))>"Next page"</a>
+                    <a href=next_page(&cursor)>"Next page"</a>
                 </p>
             }
         })}
@@ -118,10 +182,11 @@ fn Queue(page: QueuePage) -> impl IntoView {
                             {incidents
                                 .into_iter()
                                 .map(|i| {
+                                    let href = format!("/incidents/{}", i.incident_id);
                                     view! {
                                         <tr data-incident=i.incident_id>
                                             <td class="key">{i.creation_key}</td>
-                                            <td>{i.kind}</td>
+                                            <td><A href=href>{i.kind}</A></td>
                                             <td>{i.references.join(", ")}</td>
                                             <td class="num">{age(i.open_secs)}</td>
                                         </tr>
@@ -132,6 +197,54 @@ fn Queue(page: QueuePage) -> impl IntoView {
                     </table>
                 }
             })}
+    }
+}
+
+/// The next page's address: the same filters, after `cursor`.
+fn next_page(cursor: &str) -> String {
+    let query = use_query_map();
+    let q = query.read_untracked();
+    let mut href = format!("/?after={}", urlencode(cursor));
+    for name in ["state", "adapter", "definition", "older_than"] {
+        if let Some(value) = q.get(name).filter(|v| !v.is_empty()) {
+            href.push_str(&format!("&{name}={}", urlencode(&value)));
+        }
+    }
+    href
+}
+
+/// The steps of the workflows a search named, in any state.
+#[component]
+fn Found(found: Vec<FoundStep>) -> impl IntoView {
+    let empty = found.is_empty();
+    view! {
+        <table class="queue" data-testid="found">
+            <caption>"Search results"</caption>
+            <thead>
+                <tr>
+                    <th scope="col">"Workflow"</th>
+                    <th scope="col">"Step"</th>
+                    <th scope="col">"State"</th>
+                    <th scope="col">"Adapter"</th>
+                    <th scope="col">"Request key · external reference"</th>
+                </tr>
+            </thead>
+            <tbody>
+                {found
+                    .into_iter()
+                    .map(|f| view! {
+                        <tr>
+                            <td class="key">{f.creation_key}</td>
+                            <td><a href=format!("/steps/{}", f.step_id)>{f.logical}</a></td>
+                            <td>{f.state.label()}</td>
+                            <td>{f.adapter}</td>
+                            <td class="small"><code>{f.request_key}</code><br />{f.external_reference}</td>
+                        </tr>
+                    })
+                    .collect_view()}
+            </tbody>
+        </table>
+        {empty.then(|| view! { <p class="muted">"No workflow matches that search."</p> })}
     }
 }
 

@@ -29,6 +29,30 @@ pub struct IncidentItem {
     pub references: Vec<String>,
 }
 
+/// A step of a workflow found by search.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FoundStep {
+    pub step_id: String,
+    pub creation_key: String,
+    pub logical: String,
+    pub state: StepState,
+    pub adapter: String,
+    pub request_key: String,
+    pub external_reference: String,
+}
+
+/// What the queue's filters narrow to (as the query string carries them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueQuery {
+    pub state: Option<String>,
+    pub adapter: Option<String>,
+    pub definition: Option<String>,
+    /// Minutes.
+    pub older_than: Option<String>,
+    pub q: Option<String>,
+    pub after: Option<String>,
+}
+
 /// One page of the queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueuePage {
@@ -36,6 +60,12 @@ pub struct QueuePage {
     pub incidents: Vec<IncidentItem>,
     /// The keyset cursor of the next page, when there is one.
     pub next: Option<String>,
+    /// Waiting steps by state, adapter and definition, before filtering.
+    pub by_state: Vec<(StepState, i64)>,
+    pub by_adapter: Vec<(String, i64)>,
+    pub by_definition: Vec<(String, i64)>,
+    /// Search results, when the query had a search.
+    pub found: Option<Vec<FoundStep>>,
 }
 
 /// "42 s", "7 min", "3 h", "2 d": an age a person reads at a glance.

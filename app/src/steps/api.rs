@@ -1,6 +1,9 @@
+// A server function takes one argument per form field; the action form has ten.
+#![allow(clippy::too_many_arguments)]
+
 use leptos::prelude::*;
 
-use super::types::StepEvidence;
+use super::types::{ActionDone, StepEvidence};
 use crate::error::ConsoleError;
 
 /// The evidence of step `id`.
@@ -9,7 +12,12 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
     use super::types::AttemptView;
     use engine::domain::{StepFacts, permitted_actions};
 
-    crate::auth::api::session::require(engine::domain::Role::Viewer).await?;
+    use crate::auth::api::session;
+
+    let operator = session::require(engine::domain::Role::Viewer).await?;
+    let current = session::current().await?;
+    let notice = session::take_notice(&current).await?;
+    let csrf = session::csrf_token(&current).await?;
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     let id = uuid::Uuid::parse_str(&id).map_err(|_| ConsoleError::NotFound.answered())?;
     let e = engine::review::evidence(&pool, id)
@@ -27,12 +35,47 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
                 state: e.state,
                 contract,
                 last_lookup: e.last_lookup.as_ref(),
-                request_prepared: e.request_key.is_some(),
+                request_prepared: e.request_prepared,
                 open_incident: e.open_incident,
             })
         })
         .unwrap_or_default();
+    let (permitted, beyond_role): (Vec<_>, Vec<_>) =
+        permitted.into_iter().partition(|a| operator.role.may(*a));
+    let busy = e.leased_until.map(|until| {
+        format!(
+            "A worker (or another operator's lookup) is handling this step until {}; actions wait until it lets go.",
+            until.format("%H:%M:%S UTC")
+        )
+    });
+    let attempt_count = e.attempts.len();
+    let recipient = e.input["recipient"].as_str().unwrap_or_default().to_owned();
     Ok(StepEvidence {
+        version: e.version.to_string(),
+        busy,
+        notice,
+        input: serde_json::to_string_pretty(&e.input).unwrap_or_default(),
+        step_input_digest: e.step_input_digest,
+        replaces: e.replaces.map(|s| s.to_string()),
+        replaced_by: e.replaced_by.map(|s| s.to_string()),
+        withdraws: e.withdraws,
+        incidents: e.incidents.iter().map(ToString::to_string).collect(),
+        siblings: e
+            .siblings
+            .into_iter()
+            .map(|(id, logical, generation, state)| {
+                let label = if generation > 0 {
+                    format!("{logical} (replacement {generation})")
+                } else {
+                    logical
+                };
+                (id.to_string(), label, state)
+            })
+            .collect(),
+        attempt_count,
+        recipient,
+        csrf,
+        beyond_role,
         step_id: e.step_id.to_string(),
         workflow_id: e.workflow_id.to_string(),
         creation_key: e.creation_key,
@@ -88,5 +131,86 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
             .collect(),
         open_incident: e.open_incident,
         permitted,
+    })
+}
+
+/// Takes `action` on step `step`, as the page at `version` offered it. The server decides
+/// again, under a row lock, whether the role and the adapter's contract permit it now.
+#[server(prefix = "/fn")]
+pub async fn act_on_step(
+    step: String,
+    version: String,
+    action: String,
+    reason: String,
+    csrf: String,
+    external_reference: Option<String>,
+    evidence: Option<String>,
+    residual_uncertainty: Option<String>,
+    acknowledge_duplicate_risk: Option<String>,
+    corrected_input: Option<String>,
+) -> Result<ActionDone, ConsoleError> {
+    use crate::auth::api::session;
+    use engine::operate::{self, Action, Request};
+
+    let operator = session::require(engine::domain::Role::Viewer).await?;
+    let current = session::current().await?;
+    session::check_csrf(&current, &csrf).await?;
+    let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
+    let step = uuid::Uuid::parse_str(&step).map_err(|_| ConsoleError::NotFound.answered())?;
+    let seen = version.parse::<i64>().map_err(|_| {
+        ConsoleError::Conflict {
+            reason: "This form carries no valid step version; reload the page.".into(),
+        }
+        .answered()
+    })?;
+    let action = match action.as_str() {
+        "check_destination" => Action::CheckDestination,
+        "retry_same_key" => Action::RetrySameKey,
+        "attach_evidence" => Action::AttachEvidence {
+            external_reference: external_reference.unwrap_or_default(),
+            evidence: evidence.unwrap_or_default(),
+        },
+        "waive" => Action::Waive {
+            residual_uncertainty: residual_uncertainty.unwrap_or_default(),
+        },
+        "authorize_another_attempt" => Action::AuthorizeAnotherAttempt {
+            acknowledged_duplicate_risk: acknowledge_duplicate_risk.is_some_and(|v| !v.is_empty()),
+        },
+        "cancel" => Action::Cancel,
+        "replace" => Action::Replace {
+            corrected_input: match corrected_input.as_deref().map(str::trim) {
+                None | Some("") => None,
+                Some(text) => Some(serde_json::from_str(text).map_err(|e| {
+                    ConsoleError::Invalid {
+                        reason: format!("The corrected input is not JSON: {e}."),
+                    }
+                    .answered()
+                })?),
+            },
+        },
+        other => {
+            return Err(ConsoleError::Invalid {
+                reason: format!("`{other}` is not an action the console knows."),
+            }
+            .answered());
+        }
+    };
+    let done = operate::perform(
+        &pool,
+        Request {
+            operator: &operator,
+            step,
+            seen_version: Some(seen),
+            reason: &reason,
+            action,
+        },
+    )
+    .await
+    .map_err(|e| ConsoleError::from(e).answered())?;
+    session::set_notice(&current, &done.message).await?;
+    leptos_axum::redirect(&format!("/steps/{}", done.step));
+    Ok(ActionDone {
+        message: done.message,
+        step_id: done.step.to_string(),
     })
 }

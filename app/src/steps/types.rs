@@ -39,6 +39,35 @@ pub struct StepEvidence {
     pub attempts: Vec<AttemptView>,
     pub timeline: Vec<(String, String, String)>,
     pub open_incident: bool,
-    /// What the adapter's contract permits here, by the one decision function.
+    /// What the adapter's contract permits here and the signed-in role may do, by the one
+    /// decision function.
     pub permitted: Vec<OperatorAction>,
+    /// The step's version; every action form carries it, so a stale page is refused.
+    pub version: String,
+    /// Set while a worker or another operator's lookup holds the step.
+    pub busy: Option<String>,
+    /// What the last action taken in this session did.
+    pub notice: Option<String>,
+    /// The input the step runs on (pretty JSON) and its digest.
+    pub input: String,
+    pub step_input_digest: String,
+    pub replaces: Option<String>,
+    pub replaced_by: Option<String>,
+    pub withdraws: Option<String>,
+    pub incidents: Vec<String>,
+    /// The workflow's other steps: id, label, state.
+    pub siblings: Vec<(String, String, StepState)>,
+    pub attempt_count: usize,
+    pub recipient: String,
+    /// The session's CSRF token, which every action form carries.
+    pub csrf: String,
+    /// What the contract permits here but the signed-in role does not.
+    pub beyond_role: Vec<OperatorAction>,
+}
+
+/// What an action did: a sentence, and the step page to show next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionDone {
+    pub message: String,
+    pub step_id: String,
 }

@@ -50,6 +50,20 @@ impl OperatorAction {
         }
     }
 
+    /// The action's name in forms, the audit log and the database (`retry_same_key`).
+    pub fn name(self) -> &'static str {
+        match self {
+            OperatorAction::CheckDestination => "check_destination",
+            OperatorAction::RetrySameKey => "retry_same_key",
+            OperatorAction::AttachEvidence => "attach_evidence",
+            OperatorAction::Waive => "waive",
+            OperatorAction::AuthorizeAnotherAttempt => "authorize_another_attempt",
+            OperatorAction::Cancel => "cancel",
+            OperatorAction::Replace => "replace",
+            OperatorAction::ResolveIncident => "resolve_incident",
+        }
+    }
+
     /// The least role that may take this action.
     pub fn required_role(self) -> Role {
         match self {
@@ -318,6 +332,22 @@ mod tests {
         let mut f = facts(StepState::Succeeded, &c, None);
         f.open_incident = true;
         assert!(permitted_actions(&f).contains(&A::ResolveIncident));
+    }
+
+    #[test]
+    fn an_action_is_named_as_it_serializes() {
+        for action in [
+            A::CheckDestination,
+            A::RetrySameKey,
+            A::AttachEvidence,
+            A::Waive,
+            A::AuthorizeAnotherAttempt,
+            A::Cancel,
+            A::Replace,
+            A::ResolveIncident,
+        ] {
+            assert_eq!(serde_json::to_value(action).unwrap(), action.name());
+        }
     }
 
     #[test]

@@ -77,3 +77,45 @@ pub async fn audit(conn: &mut PgConnection, entry: &AuditEntry<'_>) -> sqlx::Res
     .await?;
     Ok(())
 }
+
+/// One audit entry as the audit page lists it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AuditRow {
+    pub id: i64,
+    pub at: chrono::DateTime<chrono::Utc>,
+    pub actor: String,
+    pub actor_kind: String,
+    pub action: String,
+    pub workflow: Option<Uuid>,
+    pub step: Option<Uuid>,
+    pub reason: Option<String>,
+    pub details: Value,
+}
+
+/// Up to `limit` audit entries older than `before` (an entry id), newest first, filtered by
+/// actor and action when given. Served by `audit_at_idx` and the actor and action indexes.
+pub async fn page(
+    conn: &mut PgConnection,
+    actor: Option<&str>,
+    action: Option<&str>,
+    before: Option<i64>,
+    limit: i64,
+) -> sqlx::Result<Vec<AuditRow>> {
+    sqlx::query_as!(
+        AuditRow,
+        r#"select id, at as "at: chrono::DateTime<chrono::Utc>", actor, actor_kind, action,
+                  workflow_id as workflow, step_id as step, reason, details
+           from audit
+           where ($1::text is null or actor = $1)
+             and ($2::text is null or action = $2)
+             and ($3::bigint is null or id < $3)
+           order by id desc
+           limit $4"#,
+        actor,
+        action,
+        before,
+        limit,
+    )
+    .fetch_all(conn)
+    .await
+}

@@ -597,7 +597,7 @@ pub async fn settle(
     let rows = sqlx::query!(
         r#"update step set state = $3, lease_holder = null, lease_expires_at = null,
                            run_after = now() + make_interval(secs => $4::bigint / 1000.0),
-                           unknown_since = case when $3::step_state in ('outcome_unknown', 'review_required')
+                           unknown_since = case when $3::step_state in ('outcome_unknown', 'review_required', 'rejected')
                                                 then coalesce(unknown_since, now()) end,
                            updated_at = now()
            where id = $1 and ($2::text is null or lease_holder = $2)"#,

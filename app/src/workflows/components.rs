@@ -1,0 +1,152 @@
+use engine::domain::StepState;
+use leptos::prelude::*;
+use leptos_router::components::A;
+use leptos_router::hooks::use_params_map;
+use serde::{Deserialize, Serialize};
+
+use super::api::{customer_status, workflow_steps};
+use crate::error::ConsoleError;
+
+/// One step on the workflow page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepRow {
+    pub id: String,
+    pub logical: String,
+    pub generation: i32,
+    pub state: StepState,
+    pub attempts: i32,
+    pub request_key: String,
+    pub external_reference: String,
+    pub depends_on: Vec<String>,
+}
+
+/// What the workflow page shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkflowData {
+    pub id: String,
+    pub creation_key: String,
+    pub definition: String,
+    pub state: String,
+    pub status: String,
+    pub steps: Vec<StepRow>,
+}
+
+/// What a step still waits for, in words.
+fn waits_for(step: &StepRow, all: &[StepRow]) -> String {
+    if step.state != StepState::Blocked {
+        return String::new();
+    }
+    let missing: Vec<String> = step
+        .depends_on
+        .iter()
+        .filter(|dep| {
+            !all.iter().any(|s| {
+                &s.logical == *dep && matches!(s.state, StepState::Succeeded | StepState::Waived)
+            })
+        })
+        .map(|dep| format!("a receipt from {dep}"))
+        .collect();
+    if missing.is_empty() {
+        "the duplicate incident on its dependency to be resolved".into()
+    } else {
+        missing.join(", ")
+    }
+}
+
+/// `/workflows/:id`: every step (replacements and withdrawals included), and what the
+/// blocked ones wait for.
+#[component]
+pub fn WorkflowPage() -> impl IntoView {
+    let params = use_params_map();
+    let data = Resource::new(
+        move || params.read().get("id").unwrap_or_default(),
+        workflow_steps,
+    );
+    view! {
+        <section class="page">
+            <Suspense fallback=|| view! { <p>"Loading the workflow…"</p> }>
+                {move || Suspend::new(async move {
+                    match data.await {
+                        Ok(w) => {
+                            let all = w.steps.clone();
+                            view! {
+                                <h1>{format!("Workflow {}", w.creation_key)}</h1>
+                                <p>
+                                    {format!("{} · {} · ", w.definition, w.state)}
+                                    <span data-testid="status">{w.status}</span>
+                                    " · " <A href=format!("/status/{}", w.id)>"The customer's status page"</A>
+                                </p>
+                                <table class="queue" data-testid="steps">
+                                    <thead>
+                                        <tr>
+                                            <th scope="col">"Step"</th>
+                                            <th scope="col">"State"</th>
+                                            <th scope="col" class="num">"Attempts"</th>
+                                            <th scope="col">"Request key · external reference"</th>
+                                            <th scope="col">"Waits for"</th>
+                                        </tr>
+                                    </thead>
+                                    <tbody>
+                                        {w.steps
+                                            .iter()
+                                            .map(|s| {
+                                                let label = if s.generation > 0 && !s.logical.ends_with(".withdrawal") {
+                                                    format!("{} (replacement {})", s.logical, s.generation)
+                                                } else {
+                                                    s.logical.clone()
+                                                };
+                                                view! {
+                                                    <tr>
+                                                        <td><A href=format!("/steps/{}", s.id)>{label}</A></td>
+                                                        <td>{s.state.label()}</td>
+                                                        <td class="num">{s.attempts}</td>
+                                                        <td class="small"><code>{s.request_key.clone()}</code><br />{s.external_reference.clone()}</td>
+                                                        <td class="small">{waits_for(s, &all)}</td>
+                                                    </tr>
+                                                }
+                                            })
+                                            .collect_view()}
+                                    </tbody>
+                                </table>
+                            }
+                                .into_any()
+                        }
+                        Err(ConsoleError::SignIn { .. }) => {
+                            view! { <p><A href="/sign-in">"Sign in"</A>" to see this workflow."</p> }.into_any()
+                        }
+                        Err(ConsoleError::NotFound) => view! { <h1>"No such workflow"</h1> }.into_any(),
+                        Err(error) => view! { <p class="error">{error.to_string()}</p> }.into_any(),
+                    }
+                })}
+            </Suspense>
+        </section>
+    }
+}
+
+/// `/status/:id`: the page a workflow's customer reads, in the words of DESIGN.md.
+#[component]
+pub fn StatusPage() -> impl IntoView {
+    let params = use_params_map();
+    let status = Resource::new(
+        move || params.read().get("id").unwrap_or_default(),
+        customer_status,
+    );
+    view! {
+        <section class="page narrow">
+            <Suspense fallback=|| view! { <p>"Loading…"</p> }>
+                {move || Suspend::new(async move {
+                    match status.await {
+                        Ok((sentence, updated)) => view! {
+                            <h1>"Delivery status"</h1>
+                            <p class="status-sentence" data-testid="customer-status">{sentence}</p>
+                            <p class="muted small">{format!("Last change: {updated}")}</p>
+                        }
+                            .into_any(),
+                        Err(ConsoleError::NotFound) => view! { <h1>"No such request"</h1> }.into_any(),
+                        Err(error) => view! { <p class="error">{error.to_string()}</p> }.into_any(),
+                    }
+                })}
+            </Suspense>
+        </section>
+    }
+}
