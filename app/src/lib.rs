@@ -5,6 +5,7 @@
 
 pub mod audit;
 pub mod auth;
+pub mod bulk;
 pub mod error;
 pub mod incidents;
 pub mod overview;

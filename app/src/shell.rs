@@ -7,6 +7,7 @@ use leptos_router::{SsrMode, path};
 
 use crate::audit::components::AuditLogPage;
 use crate::auth::components::{OperatorMenu, SignInPage, provide_auth_actions};
+use crate::bulk::components::{BulkPage, BulkRunPage};
 use crate::incidents::components::IncidentPage;
 use crate::overview::components::OverviewPage;
 use crate::review::components::ReviewQueuePage;
@@ -52,6 +53,7 @@ pub fn App() -> impl IntoView {
                 <nav aria-label="Console">
                     <A href="/">"Review queue"</A>
                     <A href="/overview">"Overview"</A>
+                    <A href="/bulk">"Bulk recovery"</A>
                     <A href="/audit">"Audit log"</A>
                 </nav>
                 <OperatorMenu />
@@ -65,6 +67,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/workflows/:id") view=WorkflowPage ssr=SsrMode::Async />
                     <Route path=path!("/status/:id") view=StatusPage ssr=SsrMode::Async />
                     <Route path=path!("/audit") view=AuditLogPage ssr=SsrMode::Async />
+                    <Route path=path!("/bulk") view=BulkPage ssr=SsrMode::Async />
+                    <Route path=path!("/bulk/:id") view=BulkRunPage ssr=SsrMode::Async />
                     <Route path=path!("/sign-in") view=SignInPage ssr=SsrMode::Async />
                 </Routes>
             </main>

@@ -12,6 +12,8 @@ pub mod domain;
 #[cfg(feature = "runtime")]
 pub mod adapter;
 #[cfg(feature = "runtime")]
+pub mod bulk;
+#[cfg(feature = "runtime")]
 pub mod contract_suite;
 #[cfg(feature = "runtime")]
 pub mod db;

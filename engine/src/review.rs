@@ -66,6 +66,7 @@ pub async fn queue(
            join workflow w on w.id = s.workflow_id
            left join adapter a on a.name = s.adapter
            where s.state in ('outcome_unknown', 'review_required', 'rejected')
+             and not exists (select 1 from step r where r.replaces_step_id = s.id)
              and ($1::timestamptz is null or (s.unknown_since, s.id) > ($1, $2::uuid))
              and ($4::step_state is null or s.state = $4)
              and ($5::text is null or s.adapter = $5)
@@ -120,6 +121,7 @@ pub async fn queue_counts(pool: &PgPool) -> sqlx::Result<QueueCounts> {
                   w.definition_name, count(*) as "n!"
            from step s join workflow w on w.id = s.workflow_id
            where s.state in ('outcome_unknown', 'review_required', 'rejected')
+             and not exists (select 1 from step r where r.replaces_step_id = s.id)
            group by 1, 2, 3"#
     )
     .fetch_all(pool)

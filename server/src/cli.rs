@@ -311,6 +311,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     } else {
         Some(spawn_worker(&database, &args.workers, stopped.clone()).await?)
     };
+    let resumed = engine::bulk::resume_all(&database.pool).await?;
+    if resumed > 0 {
+        tracing::info!(runs = resumed, "resuming unfinished bulk recovery runs");
+    }
     println!("Z29C console: http://{}", listener.local_addr()?);
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {

@@ -262,6 +262,20 @@ fn scenes() -> Vec<Scene> {
             false,
         ),
         scene(
+            "demo-statement-3",
+            "idempotent-reviewed",
+            "May statement",
+            Some(Fault::DelayResponse { ms: 3_000 }),
+            false,
+        ),
+        scene(
+            "demo-statement-4",
+            "idempotent-reviewed",
+            "June statement",
+            Some(Fault::DropResponse {}),
+            false,
+        ),
+        scene(
             "demo-statement-2",
             "queryable-reviewed",
             "April statement",

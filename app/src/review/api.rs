@@ -19,8 +19,6 @@ pub async fn review_queue(
 ) -> Result<QueuePage, ConsoleError> {
     use super::types::{FoundStep, IncidentItem, QueueItem, QueueQuery};
     use chrono::{DateTime, Utc};
-    use engine::domain::StepState;
-
     crate::auth::api::session::require(engine::domain::Role::Viewer).await?;
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     let query = QueueQuery {
@@ -31,36 +29,17 @@ pub async fn review_queue(
         q,
         after,
     };
+    let filter = queue_filter(
+        &query.state,
+        &query.adapter,
+        &query.definition,
+        &query.older_than,
+    )?;
     let blank = |v: &Option<String>| {
         v.as_deref()
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(str::to_owned)
-    };
-    let invalid = |what: &str| {
-        ConsoleError::Invalid {
-            reason: format!(
-                "{what} is not a filter the queue knows; clear the filters and try again."
-            ),
-        }
-        .answered()
-    };
-    let filter = engine::review::QueueFilter {
-        state: match blank(&query.state) {
-            None => None,
-            Some(name) => Some(
-                StepState::ALL
-                    .into_iter()
-                    .find(|s| format!("{s:?}").to_lowercase() == name.replace('_', ""))
-                    .ok_or_else(|| invalid("That state"))?,
-            ),
-        },
-        adapter: blank(&query.adapter),
-        definition: blank(&query.definition),
-        older_than_secs: match blank(&query.older_than) {
-            None => None,
-            Some(minutes) => Some(minutes.parse::<i64>().map_err(|_| invalid("That age"))? * 60),
-        },
     };
     let after = query.after.clone();
     let cursor = match after.as_deref().filter(|a| !a.is_empty()) {
@@ -144,5 +123,48 @@ pub async fn review_queue(
         by_adapter: counts.by_adapter,
         by_definition: counts.by_definition,
         found,
+    })
+}
+
+/// The queue filter the query string names; a value the queue does not know is refused.
+#[cfg(feature = "ssr")]
+pub(crate) fn queue_filter(
+    state: &Option<String>,
+    adapter: &Option<String>,
+    definition: &Option<String>,
+    older_than: &Option<String>,
+) -> Result<engine::review::QueueFilter, ConsoleError> {
+    use engine::domain::StepState;
+
+    let blank = |v: &Option<String>| {
+        v.as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    };
+    let invalid = |what: &str| {
+        ConsoleError::Invalid {
+            reason: format!(
+                "{what} is not a filter the queue knows; clear the filters and try again."
+            ),
+        }
+        .answered()
+    };
+    Ok(engine::review::QueueFilter {
+        state: match blank(state) {
+            None => None,
+            Some(name) => Some(
+                StepState::ALL
+                    .into_iter()
+                    .find(|s| format!("{s:?}").to_lowercase() == name.replace('_', ""))
+                    .ok_or_else(|| invalid("That state"))?,
+            ),
+        },
+        adapter: blank(adapter),
+        definition: blank(definition),
+        older_than_secs: match blank(older_than) {
+            None => None,
+            Some(minutes) => Some(minutes.parse::<i64>().map_err(|_| invalid("That age"))? * 60),
+        },
     })
 }

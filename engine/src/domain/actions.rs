@@ -79,6 +79,16 @@ impl OperatorAction {
     }
 }
 
+/// The actions that may run in bulk: those that need nothing but a reason (and, for a
+/// waiver, one residual-uncertainty sentence for every row). Evidence, replacements and
+/// authorizations of another attempt are decided one step at a time.
+pub const BULK_ACTIONS: [OperatorAction; 4] = [
+    OperatorAction::CheckDestination,
+    OperatorAction::RetrySameKey,
+    OperatorAction::Waive,
+    OperatorAction::Cancel,
+];
+
 /// What a signed-in person may do. Ordered: each role may do what the one before it may.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "runtime", derive(sqlx::Type))]

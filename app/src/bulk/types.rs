@@ -1,0 +1,35 @@
+use engine::domain::{OperatorAction, StepState};
+use serde::{Deserialize, Serialize};
+
+/// One row of a preview.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreviewItem {
+    pub step_id: String,
+    pub creation_key: String,
+    pub state: StepState,
+    pub adapter: String,
+    pub version: i64,
+    pub refusal: Option<String>,
+}
+
+/// The rows a filter selects now, judged for one action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkPreview {
+    pub action: OperatorAction,
+    pub rows: Vec<PreviewItem>,
+    /// More rows matched than a run may take; narrow the filter.
+    pub more: bool,
+    pub csrf: String,
+}
+
+/// A run's progress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunView {
+    pub action: String,
+    pub author: String,
+    pub reason: String,
+    pub rate_per_sec: i32,
+    pub finished: bool,
+    /// step id, creation key, outcome ("pending", "done", "refused", "failed"), message.
+    pub items: Vec<(String, String, String, String)>,
+}
