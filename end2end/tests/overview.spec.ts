@@ -7,6 +7,11 @@ test('the overview is rendered by the server before any script runs', async ({ b
   await expect(page.getByRole('heading', { name: 'Overview' })).toBeVisible();
   await expect(page.getByRole('table', { name: 'Workflows by state' })).toBeVisible();
   await expect(page.getByTestId('total')).toHaveText(/^\d+$/);
+  // The charts are SVG drawn on the server: no script needed to read them.
+  const outcomes = page.getByRole('img', { name: 'Step outcomes per logical step' });
+  await expect(outcomes.locator('text', { hasText: /^deliver \(\d+\)$/ })).toBeVisible();
+  await expect(page.getByTestId('duplicates')).toContainText(/Duplicate effects detected: [1-9]\d* \(/);
+  await expect(page.getByRole('img', { name: 'Unknown outcomes by age' })).toBeVisible();
   await context.close();
 });
 

@@ -1,6 +1,6 @@
 use leptos::prelude::*;
 
-use super::types::StateCount;
+use super::types::{Outcomes, StateCount};
 use crate::error::ConsoleError;
 
 /// The number of workflows in every state, zero included, in the console's order.
@@ -20,4 +20,17 @@ pub async fn workflow_counts() -> Result<Vec<StateCount>, ConsoleError> {
                 .unwrap_or(0),
         })
         .collect())
+}
+
+/// Step outcomes per logical step, duplicate incidents and the age of unknown outcomes.
+#[server(prefix = "/fn")]
+pub async fn outcome_stats() -> Result<Outcomes, ConsoleError> {
+    let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
+    let s = engine::review::outcome_stats(&pool).await?;
+    Ok(Outcomes {
+        by_step: s.by_step,
+        duplicates_open: s.duplicates_open,
+        duplicates_resolved: s.duplicates_resolved,
+        unknown_age: s.unknown_age,
+    })
 }

@@ -1,9 +1,12 @@
 use leptos::prelude::*;
 
-use super::api::workflow_counts;
-use super::types::StateCount;
+use engine::domain::StepState;
 
-/// The landing page until the review queue arrives: workflow counts by state.
+use super::api::{outcome_stats, workflow_counts};
+use super::types::{Outcomes, StateCount};
+
+/// Workflow counts by state, then step outcomes per logical step, duplicates detected and
+/// the age of unknown outcomes, drawn as server-rendered SVG.
 #[component]
 pub fn OverviewPage() -> impl IntoView {
     let (refreshes, set_refreshes) = signal(0_u32);
@@ -13,6 +16,7 @@ pub fn OverviewPage() -> impl IntoView {
         move || refreshes.get(),
         |generation| async move { workflow_counts().await.map(|counts| (generation, counts)) },
     );
+    let outcomes = Resource::new(move || refreshes.get(), |_| outcome_stats());
     view! {
         <section class="page">
             <h1>"Overview"</h1>
@@ -22,6 +26,14 @@ pub fn OverviewPage() -> impl IntoView {
                         Ok((generation, counts)) => {
                             view! { <CountsTable counts generation /> }.into_any()
                         }
+                        Err(error) => view! { <p class="error">{error.to_string()}</p> }.into_any(),
+                    }
+                })}
+            </Suspense>
+            <Suspense fallback=|| ()>
+                {move || Suspend::new(async move {
+                    match outcomes.await {
+                        Ok(o) => view! { <OutcomeCharts o /> }.into_any(),
                         Err(error) => view! { <p class="error">{error.to_string()}</p> }.into_any(),
                     }
                 })}
@@ -74,5 +86,105 @@ fn CountsTable(counts: Vec<StateCount>, generation: u32) -> impl IntoView {
                 </tr>
             </tfoot>
         </table>
+    }
+}
+
+/// The colour and legend of each step state in the charts.
+const SERIES: [(StepState, &str); 10] = [
+    (StepState::Succeeded, "#226b3a"),
+    (StepState::Waived, "#7a9a3a"),
+    (StepState::OutcomeUnknown, "#c98a00"),
+    (StepState::ReviewRequired, "#e0a030"),
+    (StepState::Rejected, "#a12a2a"),
+    (StepState::Cancelled, "#6b6b6b"),
+    (StepState::Running, "#1f5fbf"),
+    (StepState::Invoking, "#4a86d8"),
+    (StepState::Ready, "#9bb8e0"),
+    (StepState::Blocked, "#c7d0dc"),
+];
+
+#[component]
+fn OutcomeCharts(o: Outcomes) -> impl IntoView {
+    let mut steps: Vec<String> = o.by_step.iter().map(|(l, _, _)| l.clone()).collect();
+    steps.dedup();
+    let (width, bar, gap, label) = (640.0_f64, 22.0_f64, 10.0_f64, 150.0_f64);
+    let height = (bar + gap) * steps.len() as f64 + gap;
+    let rows = steps
+        .iter()
+        .enumerate()
+        .map(|(i, logical)| {
+            let counts: Vec<(StepState, i64)> = o
+                .by_step
+                .iter()
+                .filter(|(l, _, _)| l == logical)
+                .map(|(_, s, n)| (*s, *n))
+                .collect();
+            let total: i64 = counts.iter().map(|(_, n)| n).sum::<i64>().max(1);
+            let y = gap + i as f64 * (bar + gap);
+            let mut x = label;
+            let segments = SERIES
+                .iter()
+                .filter_map(|(state, colour)| {
+                    let n = counts.iter().find(|(s, _)| s == state).map(|(_, n)| *n)?;
+                    let w = (width - label) * n as f64 / total as f64;
+                    let at = x;
+                    x += w;
+                    Some(view! {
+                        <rect x=at y=y width=w height=bar fill=*colour>
+                            <title>{format!("{logical}: {n} {}", state.label().to_lowercase())}</title>
+                        </rect>
+                    })
+                })
+                .collect_view();
+            view! {
+                <text x="0" y=y + bar * 0.7 font-size="13">{format!("{logical} ({})", counts.iter().map(|(_, n)| n).sum::<i64>())}</text>
+                {segments}
+            }
+        })
+        .collect_view();
+    let legend = SERIES
+        .iter()
+        .map(|(state, colour)| {
+            view! {
+                <li><span class="swatch" style=format!("background:{colour}")></span>{state.label()}</li>
+            }
+        })
+        .collect_view();
+    let age_labels = ["< 1 min", "1–10 min", "10–60 min", "1–24 h", "> 1 day"];
+    let most = o.unknown_age.iter().copied().max().unwrap_or(0).max(1);
+    let ages = o
+        .unknown_age
+        .iter()
+        .zip(age_labels)
+        .enumerate()
+        .map(|(i, (n, text))| {
+            let h = 90.0 * *n as f64 / most as f64;
+            let x = 20.0 + i as f64 * 90.0;
+            view! {
+                <rect x=x y=112.0 - h width="60" height=h fill="#c98a00"><title>{format!("{n} waiting {text}")}</title></rect>
+                <text x=x + 30.0 y="128" font-size="12" text-anchor="middle">{text}</text>
+                <text x=x + 30.0 y=108.0 - h font-size="12" text-anchor="middle">{n.to_string()}</text>
+            }
+        })
+        .collect_view();
+    view! {
+        <h2>"Step outcomes per logical step"</h2>
+        <svg role="img" aria-label="Step outcomes per logical step" data-testid="outcomes-chart"
+            viewBox=format!("0 0 {width} {height}") width="100%" style="max-width:48rem">
+            {rows}
+        </svg>
+        <ul class="legend">{legend}</ul>
+        <p data-testid="duplicates">
+            {format!(
+                "Duplicate effects detected: {} ({} open, {} resolved).",
+                o.duplicates_open + o.duplicates_resolved,
+                o.duplicates_open,
+                o.duplicates_resolved
+            )}
+        </p>
+        <h2>"How long unknown outcomes have waited"</h2>
+        <svg role="img" aria-label="Unknown outcomes by age" data-testid="age-chart" viewBox="0 0 480 135" width="100%" style="max-width:32rem">
+            {ages}
+        </svg>
     }
 }

@@ -93,18 +93,30 @@ pub async fn review_queue(
     Ok(QueuePage {
         items: rows
             .into_iter()
-            .map(|r| QueueItem {
-                step_id: r.step_id.to_string(),
-                workflow_id: r.workflow_id.to_string(),
-                creation_key: r.creation_key,
-                logical: r.logical,
-                state: r.state,
-                adapter: r.adapter.unwrap_or_default(),
-                capabilities: r.capabilities,
-                unknown_age_secs: (now - r.unknown_since).num_seconds(),
-                attempts: r.attempts,
-                request_key: r.request_key.unwrap_or_default(),
-                open_incident: r.open_incident,
+            .map(|r| {
+                let sentence = (r.logical == "deliver").then(|| {
+                    use engine::domain::words::{DuplicateStatus, delivery_sentence};
+                    let duplicate = if r.open_incident {
+                        DuplicateStatus::Open
+                    } else {
+                        DuplicateStatus::None
+                    };
+                    delivery_sentence(r.state, None, duplicate)
+                });
+                QueueItem {
+                    step_id: r.step_id.to_string(),
+                    workflow_id: r.workflow_id.to_string(),
+                    creation_key: r.creation_key,
+                    logical: r.logical,
+                    state: r.state,
+                    adapter: r.adapter.unwrap_or_default(),
+                    capabilities: r.capabilities,
+                    unknown_age_secs: (now - r.unknown_since).num_seconds(),
+                    attempts: r.attempts,
+                    request_key: r.request_key.unwrap_or_default(),
+                    sentence,
+                    open_incident: r.open_incident,
+                }
             })
             .collect(),
         incidents: incidents

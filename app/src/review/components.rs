@@ -143,6 +143,7 @@ fn Queue(page: QueuePage) -> impl IntoView {
                                         {item.state.label()}
                                     </span>
                                     {item.open_incident.then(|| view! { <span class="badge incident">"Incident"</span> })}
+                                    {item.sentence.map(|s| view! { <br /><span class="muted small">{s}</span> })}
                                 </td>
                                 <td>
                                     {item.adapter}

@@ -16,6 +16,8 @@ pub struct QueueItem {
     pub attempts: i32,
     pub request_key: String,
     pub open_incident: bool,
+    /// What the workflow's customer reads about this step (delivery steps only).
+    pub sentence: Option<String>,
 }
 
 /// An open integrity incident, as the queue lists it.
