@@ -200,7 +200,9 @@ async fn every_refused_action_post_answers_in_words_and_changes_nothing(pool: Pg
         }
         form
     };
-    let cases: Vec<(Vec<(&str, String)>, StatusCode, &str)> = vec![
+    /// A form, the status it must answer, and a sentence its answer must contain.
+    type Case = (Vec<(&'static str, String)>, StatusCode, &'static str);
+    let cases: Vec<Case> = vec![
         (
             post("retry_same_key", vec![]),
             StatusCode::FORBIDDEN,
