@@ -20,7 +20,7 @@ trap cleanup EXIT
 # With the demo: three destination processes (ports from 3201, away from `make run`'s) and
 # workflows that end in every kind of uncertainty, for the review-queue tests.
 env -u DATABASE_URL Z29C_PG_DATA="$work/pg" Z29C_ADDR="$addr" LEPTOS_SITE_ROOT="$site_root" \
-  Z29C_DEMO_DATA="$work/destinations" Z29C_DEMO_PORT="${Z29C_E2E_DEMO_PORT:-3201}" \
+  Z29C_DEMO_DATA="$work/destinations" Z29C_DEMO_PORT="${Z29C_E2E_DEMO_PORT:-3201}" Z29C_OBSERVE_EVERY_SECS=1 \
   "$bin" serve --demo >"$work/server.log" 2>&1 &
 server_pid=$!
 

@@ -38,6 +38,12 @@ test('lists the demo\'s unknown outcomes and its duplicate incident, evidence fi
   // Recovered automatically: never in the queue.
   await expect(queue.locator('tr', { hasText: 'demo-report-2' })).toHaveCount(0);
 
+  // The engine's alert rules noticed the duplicate effect.
+  await expect(async () => {
+    await page.reload();
+    await expect(page.getByTestId('alerts')).toContainText('duplicate incident', { timeout: 1000 });
+  }).toPass({ timeout: 15_000 });
+
   const incidents = page.getByRole('table', { name: 'Open integrity incidents' });
   await expect(incidents.locator('tr', { hasText: 'demo-invoice-3' })).toContainText('duplicate effect');
 

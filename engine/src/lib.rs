@@ -12,6 +12,8 @@ pub mod domain;
 #[cfg(feature = "runtime")]
 pub mod adapter;
 #[cfg(feature = "runtime")]
+pub mod alerts;
+#[cfg(feature = "runtime")]
 pub mod bulk;
 #[cfg(feature = "runtime")]
 pub mod contract_suite;
@@ -28,6 +30,10 @@ pub mod operate;
 #[cfg(feature = "runtime")]
 pub mod operators;
 #[cfg(feature = "runtime")]
+pub mod outbox;
+#[cfg(feature = "runtime")]
+pub mod projections;
+#[cfg(feature = "runtime")]
 pub mod replace;
 #[cfg(feature = "runtime")]
 pub mod review;
@@ -35,5 +41,7 @@ pub mod review;
 pub mod status;
 #[cfg(feature = "runtime")]
 pub mod store;
+#[cfg(feature = "runtime")]
+pub mod telemetry;
 #[cfg(feature = "runtime")]
 pub mod worker;

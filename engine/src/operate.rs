@@ -333,7 +333,10 @@ pub async fn perform(pool: &PgPool, request: Request<'_>) -> Result<Done, Action
                 &mut tx,
                 locked.workflow_id,
                 "step.verified",
-                &json!({ "step": request.step, "external_reference": external_reference }),
+                &json!({
+                    "step": request.step, "external_reference": external_reference,
+                    "method": "manual_evidence", "logical": locked.logical, "adapter": locked.adapter,
+                }),
             )
             .await?;
             (
@@ -493,7 +496,10 @@ async fn waive(
         conn,
         locked.workflow_id,
         "step.waived",
-        &json!({ "step": step, "residual_uncertainty": residual }),
+        &json!({
+            "step": step, "residual_uncertainty": residual,
+            "logical": locked.logical, "adapter": locked.adapter,
+        }),
     )
     .await?;
     Ok(())

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use crate::domain::StepState;
@@ -42,7 +42,12 @@ pub struct WorkflowStatus {
 
 /// Projects workflow `id` from durable state.
 pub async fn project(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<WorkflowStatus>> {
-    let Some(workflow) = crate::store::workflow::by_id(pool, id).await? else {
+    project_on(&mut *pool.acquire().await?, id).await
+}
+
+/// [`project`], inside the caller's transaction (a consumer's, which commits with it).
+pub async fn project_on(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<WorkflowStatus>> {
+    let Some(workflow) = crate::store::workflow::by_id(&mut *conn, id).await? else {
         return Ok(None);
     };
     let rows = sqlx::query!(
@@ -60,7 +65,7 @@ pub async fn project(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<WorkflowSta
            order by s.created_at, s.generation"#,
         id
     )
-    .fetch_all(pool)
+    .fetch_all(&mut *conn)
     .await?;
     let mut sentence = "Request recorded; delivery has not started".to_owned();
     let steps = rows

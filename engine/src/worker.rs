@@ -619,6 +619,11 @@ impl Worker {
         step::renew_lease(&mut *tx, step.id, worker, self.lease_secs()).await?;
         step::end_attempt(&mut tx, step.id, attempt, Some(key.as_str()), &observation).await?;
         let outcome = observation.outcome();
+        let method = match &observation {
+            TransportObservation::Accepted { replayed: true, .. } => Some("idempotent_replay"),
+            TransportObservation::Accepted { .. } => Some("direct_response"),
+            _ => None,
+        };
         let contract = adapter.contract();
         let state = match &observation {
             TransportObservation::Accepted {
@@ -664,7 +669,10 @@ impl Worker {
             &mut tx,
             step.workflow_id,
             "step.attempt_ended",
-            &json!({ "step": step.id, "outcome": outcome, "state": state }),
+            &json!({
+                "step": step.id, "outcome": outcome, "state": state,
+                "logical": step.logical, "adapter": step.adapter, "method": method,
+            }),
         )
         .await?;
         workflow::refresh_state(&mut tx, step.workflow_id).await?;
@@ -833,7 +841,10 @@ impl Worker {
             &mut tx,
             step.workflow_id,
             "step.verified",
-            &json!({ "step": step.id, "external_reference": external_reference }),
+            &json!({
+                "step": step.id, "external_reference": external_reference, "method": "status_query",
+                "logical": step.logical, "adapter": step.adapter,
+            }),
         )
         .await?;
         workflow::refresh_state(&mut tx, step.workflow_id).await?;

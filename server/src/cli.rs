@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -44,6 +45,9 @@ enum Command {
     /// Private PostgreSQL clusters for development and tests.
     #[command(subcommand)]
     Db(DbCommand),
+    /// Drop every projection (status, metrics, notification revisions) and rebuild it from
+    /// durable state.
+    RebuildProjections(DatabaseArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -67,6 +71,69 @@ struct ServeArgs {
     demo_data_dir: PathBuf,
     #[command(flatten)]
     workers: WorkerTuning,
+    #[command(flatten)]
+    observer: ObserverArgs,
+}
+
+/// The outbox publisher, alerts and notifications every serving process runs.
+#[derive(Debug, Clone, clap::Args)]
+struct ObserverArgs {
+    /// POST alerts (and notification candidates) here, each with its event id as
+    /// `Idempotency-Key`.
+    #[arg(long, env = "Z29C_WEBHOOK")]
+    webhook: Option<String>,
+    /// Raise an alert for an outcome unknown longer than this many seconds.
+    #[arg(long, env = "Z29C_ALERT_UNKNOWN_AGE_SECS", default_value_t = 900)]
+    alert_unknown_age_secs: u64,
+    /// How often alert rules are evaluated and webhooks sent, in seconds.
+    #[arg(long, env = "Z29C_OBSERVE_EVERY_SECS", default_value_t = 10)]
+    observe_every_secs: u64,
+}
+
+/// Publishes the outbox (woken by NOTIFY), evaluates the alert rules, and sends webhooks and
+/// notifications, until `stopped`.
+fn spawn_observer(
+    pool: &sqlx::PgPool,
+    args: &ObserverArgs,
+    stopped: tokio::sync::watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let publisher = engine::outbox::Publisher::standard(pool.clone(), args.webhook.clone());
+    let mut publisher_stop = stopped.clone();
+    let publishing = tokio::spawn(publisher.run(Duration::from_secs(1), async move {
+        let _ = publisher_stop.wait_for(|stop| *stop).await;
+    }));
+    let (pool, args, mut stopped) = (pool.clone(), args.clone(), stopped);
+    let observing = tokio::spawn(async move {
+        let rules = engine::alerts::AlertRules {
+            max_unknown_age: Duration::from_secs(args.alert_unknown_age_secs),
+        };
+        let client = reqwest::Client::new();
+        loop {
+            if let Err(error) = engine::alerts::evaluate(&pool, &rules).await {
+                tracing::warn!(%error, "alert evaluation failed");
+            }
+            if let Some(url) = &args.webhook {
+                if let Err(error) = engine::alerts::deliver_webhooks(&pool, &client, url).await {
+                    tracing::warn!(%error, "webhook delivery failed");
+                }
+                let send = |id: i64, workflow: uuid::Uuid, sentence: String| {
+                    let request = client
+                        .post(url)
+                        .header("Idempotency-Key", format!("notification-{id}"))
+                        .json(&serde_json::json!({ "workflow": workflow, "status": sentence }));
+                    async move { request.send().await.is_ok_and(|r| r.status().is_success()) }
+                };
+                if let Err(error) = engine::projections::dispatch_notifications(&pool, send).await {
+                    tracing::warn!(%error, "notification dispatch failed");
+                }
+            }
+            tokio::select! {
+                _ = stopped.wait_for(|stop| *stop) => return,
+                () = tokio::time::sleep(Duration::from_secs(args.observe_every_secs.max(1))) => {}
+            }
+        }
+    });
+    vec![publishing, observing]
 }
 
 #[derive(Debug, clap::Args)]
@@ -252,6 +319,13 @@ impl Cli {
                 Command::Db(DbCommand::Exec { durable, command }) => {
                     db_exec(durable, command).await
                 }
+                Command::RebuildProjections(args) => {
+                    let db = Database::open(&args).await?;
+                    let rebuilt = engine::projections::rebuild(&db.pool).await;
+                    db.close().await?;
+                    println!("rebuilt the projections of {} workflow(s)", rebuilt?);
+                    Ok(ExitCode::SUCCESS)
+                }
             }
         })
     }
@@ -311,6 +385,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     } else {
         Some(spawn_worker(&database, &args.workers, stopped.clone()).await?)
     };
+    let observers = spawn_observer(&database.pool, &args.observer, stopped.clone());
     let resumed = engine::bulk::resume_all(&database.pool).await?;
     if resumed > 0 {
         tracing::info!(runs = resumed, "resuming unfinished bulk recovery runs");
@@ -325,6 +400,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .context("serving HTTP");
     if let Some(workers) = workers {
         workers.await.context("the worker task panicked")?;
+    }
+    for observer in observers {
+        observer.await.context("an observer task panicked")?;
     }
     expired_sessions.abort();
     if let Some(demo) = demo {

@@ -44,6 +44,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(crate::metrics::scrape))
         .merge(crate::api::routes())
         .leptos_routes_with_context(
             &state,

@@ -5,4 +5,5 @@ pub mod cli;
 pub mod database;
 pub mod demo;
 pub mod http;
+pub mod metrics;
 pub mod shutdown;

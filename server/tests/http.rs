@@ -86,3 +86,37 @@ async fn an_unknown_page_answers_404(pool: PgPool) {
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(html.contains("Page not found"), "{html}");
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn metrics_expose_the_projection_counters_and_current_gauges(pool: PgPool) {
+    sqlx::query(
+        r#"insert into metric_counter (name, labels, value) values
+           ('z29c_recovery_path_total', '[["path","replay"]]', 3),
+           ('z29c_attempts_total', '[["adapter","docs"],["logical","deliver"],["outcome","outcome_unknown"]]', 2)"#,
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let (status, text) = get(pool, "/metrics").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        text.contains(r#"z29c_recovery_path_total{path="replay"} 3"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r#"z29c_attempts_total{adapter="docs",logical="deliver",outcome="outcome_unknown"} 2"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("z29c_unknown_outcome_oldest_seconds 0"),
+        "{text}"
+    );
+    assert!(text.contains("z29c_outbox_unpublished 0"), "{text}");
+    assert!(
+        text.contains("# TYPE z29c_recovery_path_total counter"),
+        "{text}"
+    );
+    assert!(text.contains("process_resident_memory_bytes"), "{text}");
+}

@@ -135,6 +135,17 @@ pub async fn review_queue(
         by_adapter: counts.by_adapter,
         by_definition: counts.by_definition,
         found,
+        alerts: engine::alerts::open(&pool)
+            .await?
+            .into_iter()
+            .map(|a| {
+                (
+                    a.rule.replace('_', " "),
+                    a.subject,
+                    (now - a.opened_at).num_seconds(),
+                )
+            })
+            .collect(),
     })
 }
 

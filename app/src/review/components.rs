@@ -62,6 +62,7 @@ fn Queue(page: QueuePage) -> impl IntoView {
         by_adapter,
         by_definition,
         found,
+        alerts,
     } = page;
     let empty = items.is_empty();
     let query = use_query_map();
@@ -72,6 +73,17 @@ fn Queue(page: QueuePage) -> impl IntoView {
     };
     let total: i64 = by_state.iter().map(|(_, n)| n).sum();
     view! {
+        {(!alerts.is_empty()).then(|| view! {
+            <div class="notice warn" role="status" data-testid="alerts">
+                <strong>{format!("{} open alert(s)", alerts.len())}</strong>
+                <ul>
+                    {alerts
+                        .into_iter()
+                        .map(|(rule, subject, secs)| view! { <li>{format!("{rule}: {subject} (for {})", age(secs))}</li> })
+                        .collect_view()}
+                </ul>
+            </div>
+        })}
         <form method="get" action="/" class="filters" data-testid="filters">
             <label>"Search"
                 <input type="search" name="q" value=current("q")

@@ -68,6 +68,8 @@ pub struct QueuePage {
     pub by_definition: Vec<(String, i64)>,
     /// Search results, when the query had a search.
     pub found: Option<Vec<FoundStep>>,
+    /// Open alerts: rule, subject, seconds open.
+    pub alerts: Vec<(String, String, i64)>,
 }
 
 /// "42 s", "7 min", "3 h", "2 d": an age a person reads at a glance.

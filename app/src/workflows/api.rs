@@ -39,13 +39,15 @@ pub async fn workflow_steps(id: String) -> Result<super::components::WorkflowDat
     })
 }
 
-/// The one sentence the customer of workflow `id` reads. Public: the workflow id is the
-/// capability, and the sentence names no internal detail beyond an external reference.
+/// The one sentence the customer of workflow `id` reads, from the status projection. Public:
+/// the workflow id is the capability, and the sentence names no internal detail beyond an
+/// external reference.
 #[server(prefix = "/fn")]
 pub async fn customer_status(id: String) -> Result<(String, String), ConsoleError> {
-    let w = project(&id).await?;
-    Ok((
-        w.status,
-        w.updated_at.format("%Y-%m-%d %H:%M UTC").to_string(),
-    ))
+    let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
+    let id = uuid::Uuid::parse_str(&id).map_err(|_| ConsoleError::NotFound.answered())?;
+    let (sentence, at) = engine::projections::customer_status(&pool, id)
+        .await?
+        .ok_or_else(|| ConsoleError::NotFound.answered())?;
+    Ok((sentence, at.format("%Y-%m-%d %H:%M UTC").to_string()))
 }

@@ -27,6 +27,24 @@ pub async fn emit(
     Ok(event_id)
 }
 
+/// Appends an outbox event that concerns no single workflow (an alert).
+pub async fn emit_global(
+    conn: &mut PgConnection,
+    kind: &str,
+    payload: &Value,
+) -> sqlx::Result<Uuid> {
+    let event_id = Uuid::now_v7();
+    sqlx::query!(
+        r#"insert into outbox (event_id, kind, payload) values ($1, $2, $3)"#,
+        event_id,
+        kind,
+        payload,
+    )
+    .execute(conn)
+    .await?;
+    Ok(event_id)
+}
+
 /// Who did something recorded in the audit log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Actor<'a> {

@@ -525,20 +525,40 @@ pub async fn commit_receipt(
 }
 
 /// The step's open incident of `kind` (`duplicate_effect` or `digest_conflict`), opened now
-/// unless one is open already.
+/// (and announced as `incident.opened`) unless one is open already.
 async fn open_incident(conn: &mut PgConnection, step: Uuid, kind: &str) -> sqlx::Result<Uuid> {
-    sqlx::query_scalar!(
-        r#"with opened as (
-               insert into integrity_incident (id, step_id, kind) values ($1, $2, $3::text::incident_kind)
-               on conflict (step_id, kind) where resolved_at is null do nothing
-               returning id
-           )
-           select id as "id!" from opened
-           union all
-           select id from integrity_incident
-           where step_id = $2 and kind = $3::text::incident_kind and resolved_at is null
-           limit 1"#,
+    let opened = sqlx::query!(
+        r#"insert into integrity_incident (id, step_id, kind) values ($1, $2, $3::text::incident_kind)
+           on conflict (step_id, kind) where resolved_at is null do nothing
+           returning id"#,
         Uuid::now_v7(),
+        step,
+        kind,
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    if let Some(opened) = opened {
+        let s = sqlx::query!(
+            r#"select workflow_id, logical, adapter from step where id = $1"#,
+            step
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+        super::workflow::announce(
+            conn,
+            s.workflow_id,
+            "incident.opened",
+            &serde_json::json!({
+                "incident": opened.id, "step": step, "kind": kind,
+                "logical": s.logical, "adapter": s.adapter,
+            }),
+        )
+        .await?;
+        return Ok(opened.id);
+    }
+    sqlx::query_scalar!(
+        r#"select id from integrity_incident
+           where step_id = $1 and kind = $2::text::incident_kind and resolved_at is null"#,
         step,
         kind,
     )
