@@ -13,6 +13,9 @@ use crate::domain::InputDigest;
 /// The only definition so far.
 pub const DOCUMENT_DELIVERY: &str = "document_delivery";
 
+/// Every definition this engine runs.
+pub const DEFINITIONS: [&str; 1] = [DOCUMENT_DELIVERY];
+
 /// Versions of `document_delivery` this code can run; new workflows get the last one.
 pub const DOCUMENT_DELIVERY_VERSIONS: [i32; 2] = [1, 2];
 

@@ -111,32 +111,32 @@ pub async fn queue(
 pub struct QueueCounts {
     pub by_state: Vec<(StepState, i64)>,
     pub by_adapter: Vec<(String, i64)>,
-    pub by_definition: Vec<(String, i64)>,
 }
 
-/// The queue's counts, from the partial index over waiting steps.
+/// The queue's counts, from `step_waiting_counts_idx` alone, less the rejected steps that
+/// were replaced (found through `step_replaced_once_idx`: there are few).
 pub async fn queue_counts(pool: &PgPool) -> sqlx::Result<QueueCounts> {
     let rows = sqlx::query!(
-        r#"select s.state as "state: StepState", coalesce(s.adapter, '') as "adapter!",
-                  w.definition_name, count(*) as "n!"
-           from step s join workflow w on w.id = s.workflow_id
-           where s.state in ('outcome_unknown', 'review_required', 'rejected')
-             and not exists (select 1 from step r where r.replaces_step_id = s.id)
-           group by 1, 2, 3"#
+        r#"select state as "state!: StepState", adapter as "adapter!", sum(n)::bigint as "n!"
+           from (select state, coalesce(adapter, '') as adapter, count(*) as n from step
+                 where state in ('outcome_unknown', 'review_required', 'rejected')
+                 group by 1, 2
+                 union all
+                 select o.state, coalesce(o.adapter, ''), -count(*) from step r
+                 join step o on o.id = r.replaces_step_id
+                 where o.state = 'rejected'
+                 group by 1, 2) t
+           group by 1, 2
+           having sum(n) > 0"#
     )
     .fetch_all(pool)
     .await?;
     let mut counts = QueueCounts::default();
     for r in rows {
-        let add = |list: &mut Vec<(String, i64)>, key: &str| match list
-            .iter_mut()
-            .find(|(k, _)| k == key)
-        {
+        match counts.by_adapter.iter_mut().find(|(k, _)| *k == r.adapter) {
             Some((_, n)) => *n += r.n,
-            None => list.push((key.to_owned(), r.n)),
-        };
-        add(&mut counts.by_adapter, &r.adapter);
-        add(&mut counts.by_definition, &r.definition_name);
+            None => counts.by_adapter.push((r.adapter.clone(), r.n)),
+        }
         match counts.by_state.iter_mut().find(|(k, _)| *k == r.state) {
             Some((_, n)) => *n += r.n,
             None => counts.by_state.push((r.state, r.n)),
@@ -144,7 +144,6 @@ pub async fn queue_counts(pool: &PgPool) -> sqlx::Result<QueueCounts> {
     }
     counts.by_state.sort();
     counts.by_adapter.sort();
-    counts.by_definition.sort();
     Ok(counts)
 }
 
@@ -202,14 +201,13 @@ pub async fn open_incidents(pool: &PgPool, limit: i64) -> sqlx::Result<Vec<Incid
                   i.opened_at as "opened_at: DateTime<Utc>",
                   coalesce(array_agg(r.external_reference order by r.observed_at)
                            filter (where r.external_reference is not null), '{}') as "references!"
-           from integrity_incident i
+           from (select * from integrity_incident where resolved_at is null
+                 order by opened_at, id limit $1) i
            join step s on s.id = i.step_id
            join workflow w on w.id = s.workflow_id
            left join incident_reference r on r.incident_id = i.id
-           where i.resolved_at is null
-           group by i.id, s.workflow_id, w.creation_key
-           order by i.opened_at, i.id
-           limit $1"#,
+           group by i.id, i.step_id, i.kind, i.opened_at, s.workflow_id, w.creation_key
+           order by i.opened_at, i.id"#,
         limit
     )
     .fetch_all(pool)

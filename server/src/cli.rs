@@ -48,6 +48,17 @@ enum Command {
     /// Drop every projection (status, metrics, notification revisions) and rebuild it from
     /// durable state.
     RebuildProjections(DatabaseArgs),
+    /// Measure throughput and page latency on this machine.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Full-protocol steps per second, as a ratio to single-row UPDATE transactions per second.
+    Engine(crate::bench::EngineBenchArgs),
+    /// Console page latency at 10k, 100k and 1M workflows, and the front-end's weight.
+    Console(crate::bench::ConsoleBenchArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -318,6 +329,14 @@ impl Cli {
                 }
                 Command::Db(DbCommand::Exec { durable, command }) => {
                     db_exec(durable, command).await
+                }
+                Command::Bench(BenchCommand::Engine(args)) => {
+                    crate::bench::engine(args).await?;
+                    Ok(ExitCode::SUCCESS)
+                }
+                Command::Bench(BenchCommand::Console(args)) => {
+                    crate::bench::console(args).await?;
+                    Ok(ExitCode::SUCCESS)
                 }
                 Command::RebuildProjections(args) => {
                     let db = Database::open(&args).await?;

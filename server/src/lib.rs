@@ -1,6 +1,7 @@
 //! The `z29c` binary's parts, in a library so tests can build the router and the commands.
 
 pub mod api;
+pub mod bench;
 pub mod cli;
 pub mod database;
 pub mod demo;

@@ -133,7 +133,10 @@ pub async fn review_queue(
         next,
         by_state: counts.by_state,
         by_adapter: counts.by_adapter,
-        by_definition: counts.by_definition,
+        definitions: engine::definition::DEFINITIONS
+            .iter()
+            .map(|d| (*d).to_owned())
+            .collect(),
         found,
         alerts: engine::alerts::open(&pool)
             .await?

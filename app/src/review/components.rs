@@ -60,7 +60,7 @@ fn Queue(page: QueuePage) -> impl IntoView {
         next,
         by_state,
         by_adapter,
-        by_definition,
+        definitions,
         found,
         alerts,
     } = page;
@@ -109,10 +109,10 @@ fn Queue(page: QueuePage) -> impl IntoView {
             </label>
             <label>"Definition"
                 <select name="definition">
-                    {option("definition", String::new(), format!("any ({total})"))}
-                    {by_definition
+                    {option("definition", String::new(), "any".to_owned())}
+                    {definitions
                         .into_iter()
-                        .map(|(definition, n)| option("definition", definition.clone(), format!("{definition} ({n})")))
+                        .map(|definition| option("definition", definition.clone(), definition))
                         .collect_view()}
                 </select>
             </label>

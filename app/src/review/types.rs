@@ -62,10 +62,11 @@ pub struct QueuePage {
     pub incidents: Vec<IncidentItem>,
     /// The keyset cursor of the next page, when there is one.
     pub next: Option<String>,
-    /// Waiting steps by state, adapter and definition, before filtering.
+    /// Waiting steps by state and adapter, before filtering.
     pub by_state: Vec<(StepState, i64)>,
     pub by_adapter: Vec<(String, i64)>,
-    pub by_definition: Vec<(String, i64)>,
+    /// The workflow definitions this engine runs.
+    pub definitions: Vec<String>,
     /// Search results, when the query had a search.
     pub found: Option<Vec<FoundStep>>,
     /// Open alerts: rule, subject, seconds open.
