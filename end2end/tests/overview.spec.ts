@@ -35,3 +35,16 @@ test.describe('an unknown address', () => {
     await expect(page.getByRole('heading', { name: 'Page not found' })).toBeVisible();
   });
 });
+
+test('/metrics shows the demo run in semantic figures', async ({ request }) => {
+  await expect(async () => {
+    const text = await (await request.get('/metrics')).text();
+    // Unknown outcomes under the opaque adapter, recovered ones by replay and by lookup, and the
+    // demo's duplicate deliveries.
+    expect(text).toMatch(/z29c_attempts_total\{adapter="opaque-docs",logical="deliver",outcome="outcome_unknown"\} [1-9]/);
+    expect(text).toMatch(/z29c_recovery_path_total\{path="replay"\} [1-9]/);
+    expect(text).toMatch(/z29c_recovery_path_total\{path="query"\} [1-9]/);
+    expect(text).toMatch(/z29c_duplicates_detected_total\{adapter="queryable-docs",logical="deliver"\} 2/);
+    expect(text).toMatch(/z29c_steps_waiting\{state="review_required"\} \d+/);
+  }).toPass({ timeout: 15_000 });
+});
