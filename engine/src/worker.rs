@@ -343,20 +343,21 @@ impl Worker {
     /// Checkpoint 1: lease a batch and record the attempts of fresh ones.
     async fn claim(&self) -> Result<Vec<Claimed>, WorkerError> {
         let mut tx = self.pool.begin().await?;
-        let claimed = step::claim(
+        let mut claimed = step::claim(
             &mut tx,
             &self.config.name,
             self.config.batch,
             self.lease_secs(),
         )
         .await?;
-        let fresh: Vec<&Claimed> = claimed
-            .iter()
-            .filter(|c| c.state == StepState::Running)
-            .collect();
+        // Fresh claims get their attempt now, in this transaction; it rides along with the step.
+        for c in claimed.iter_mut().filter(|c| c.state == StepState::Running) {
+            c.attempt = Some(Uuid::now_v7());
+        }
+        let fresh: Vec<&Claimed> = claimed.iter().filter(|c| c.attempt.is_some()).collect();
         if !fresh.is_empty() {
             let steps: Vec<Uuid> = fresh.iter().map(|c| c.id).collect();
-            let attempts: Vec<Uuid> = fresh.iter().map(|_| Uuid::now_v7()).collect();
+            let attempts: Vec<Uuid> = fresh.iter().filter_map(|c| c.attempt).collect();
             let numbers: Vec<i32> = fresh.iter().map(|c| c.attempt_count).collect();
             // A first attempt needs no authorization; a later one may carry an operator's.
             let again: Vec<Uuid> = fresh
@@ -384,8 +385,10 @@ impl Worker {
             )
             .await?;
         }
+        // Only a workflow that had not started changes state when one of its steps is claimed.
         for workflow_id in claimed
             .iter()
+            .filter(|c| c.workflow_pending)
             .map(|c| c.workflow_id)
             .collect::<std::collections::BTreeSet<_>>()
         {
@@ -400,7 +403,10 @@ impl Worker {
             (StepKind::Pure, _) => self.run_pure(&step).await,
             (_, StepState::OutcomeUnknown) => self.recover(&step).await,
             _ => {
-                let attempt = self.open_attempt(&step).await?;
+                let attempt = match step.attempt {
+                    Some(attempt) => attempt,
+                    None => self.open_attempt(&step).await?,
+                };
                 self.invoke(&step, attempt).await
             }
         };
@@ -440,7 +446,10 @@ impl Worker {
     async fn run_pure(&self, step: &Claimed) -> Result<StepReport, WorkerError> {
         let input = parse_input(step)?;
         let output = definition::render(&input);
-        let attempt = self.open_attempt(step).await?;
+        let attempt = match step.attempt {
+            Some(attempt) => attempt,
+            None => self.open_attempt(step).await?,
+        };
         let mut tx = self.pool.begin().await?;
         step::end_pure_attempt(&mut tx, attempt).await?;
         step::complete_pure(&mut tx, step.id, &self.config.name, &output).await?;

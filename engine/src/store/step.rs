@@ -89,6 +89,10 @@ pub struct Claimed {
     pub workflow_input: Value,
     /// For a compensation step: the external reference it asks the destination to withdraw.
     pub withdraws: Option<String>,
+    /// The workflow had not started before this claim (its state must be refreshed).
+    pub workflow_pending: bool,
+    /// The attempt recorded with the claim, when it was a fresh one.
+    pub attempt: Option<Uuid>,
 }
 
 /// Checkpoint 1, for up to `limit` steps at once: leases ready steps (and outcome-unknown steps
@@ -125,7 +129,8 @@ pub async fn claim(
                      s.unknown_since as "unknown_since: _",
                      coalesce(s.input, w.input) as "workflow_input!",
                      (select c.external_reference from compensation_link c
-                       where c.compensation_step_id = s.id) as withdraws"#,
+                       where c.compensation_step_id = s.id) as withdraws,
+                     w.state = 'pending' as "workflow_pending!", null::uuid as attempt"#,
         worker,
         limit,
         lease_secs,
@@ -156,7 +161,8 @@ pub async fn lease_for_operator(
                      s.unknown_since as "unknown_since: _",
                      coalesce(s.input, w.input) as "workflow_input!",
                      (select c.external_reference from compensation_link c
-                       where c.compensation_step_id = s.id) as withdraws"#,
+                       where c.compensation_step_id = s.id) as withdraws,
+                     w.state = 'pending' as "workflow_pending!", null::uuid as attempt"#,
         step,
         holder,
         lease_secs,
@@ -302,11 +308,13 @@ pub async fn bind_request(
     conn: &mut PgConnection,
     request: &RequestIdentity<'_>,
 ) -> sqlx::Result<String> {
-    sqlx::query!(
+    // First binding: one round trip. A key bound before (a resend) is read back instead.
+    let inserted = sqlx::query_scalar!(
         r#"insert into external_request (request_key, step_id, input_digest, summary, adapter, contract_version, replaces_key)
            values ($1, $2, $3, $4, $5, $6,
                    (select o.request_key from step s join step o on o.id = s.replaces_step_id where s.id = $2))
-           on conflict (request_key) do nothing"#,
+           on conflict (request_key) do nothing
+           returning input_digest"#,
         request.key,
         request.step,
         request.digest,
@@ -314,8 +322,11 @@ pub async fn bind_request(
         request.adapter,
         request.contract_version,
     )
-    .execute(&mut *conn)
+    .fetch_optional(&mut *conn)
     .await?;
+    if let Some(digest) = inserted {
+        return Ok(digest);
+    }
     sqlx::query_scalar!(
         r#"select input_digest from external_request where request_key = $1"#,
         request.key
@@ -332,31 +343,29 @@ pub async fn mark_invoking(
     attempt: Uuid,
     key: &str,
 ) -> Result<(), GuardedError> {
-    let rows = sqlx::query!(
-        r#"update step set state = 'invoking', request_key = $3, updated_at = now()
-           where id = $1 and lease_holder = $2 and state in ('running', 'outcome_unknown')"#,
+    // One round trip: the step, its attempt and the request identity move together, and only
+    // when the lease is still ours.
+    let rows = sqlx::query_scalar!(
+        r#"with invoking as (
+               update step set state = 'invoking', request_key = $3, updated_at = now()
+               where id = $1 and lease_holder = $2 and state in ('running', 'outcome_unknown')
+               returning id
+           ), began as (
+               update attempt set invoked_at = now()
+               where id = $4 and ended_at is null and exists (select 1 from invoking)
+           ), sent as (
+               update external_request set first_sent_at = coalesce(first_sent_at, now()), last_sent_at = now()
+               where request_key = $3 and exists (select 1 from invoking)
+           )
+           select count(*) as "n!" from invoking"#,
         step,
         worker,
         key,
+        attempt,
     )
-    .execute(&mut *conn)
-    .await?
-    .rows_affected();
-    guard(rows, step)?;
-    sqlx::query!(
-        r#"update attempt set invoked_at = now() where id = $1 and ended_at is null"#,
-        attempt
-    )
-    .execute(&mut *conn)
+    .fetch_one(conn)
     .await?;
-    sqlx::query!(
-        r#"update external_request set first_sent_at = coalesce(first_sent_at, now()), last_sent_at = now()
-           where request_key = $1"#,
-        key
-    )
-    .execute(conn)
-    .await?;
-    Ok(())
+    guard(u64::try_from(rows).unwrap_or(0), step)
 }
 
 /// Checkpoint 5: ends the attempt with its outcome and observation (never touched again) and

@@ -170,12 +170,20 @@ pub async fn announce(
     kind: &str,
     payload: &Value,
 ) -> sqlx::Result<i64> {
-    let revision = sqlx::query_scalar!(
-        r#"update workflow set revision = revision + 1, updated_at = now() where id = $1 returning revision"#,
-        id
+    // One round trip: the revision bump and its event.
+    sqlx::query_scalar!(
+        r#"with bumped as (
+               update workflow set revision = revision + 1, updated_at = now() where id = $1
+               returning revision
+           )
+           insert into outbox (event_id, workflow_id, revision, kind, payload)
+           select $2, $1, revision, $3, $4 from bumped
+           returning revision as "revision!""#,
+        id,
+        Uuid::now_v7(),
+        kind,
+        payload,
     )
-    .fetch_one(&mut *conn)
-    .await?;
-    super::journal::emit(conn, id, revision, kind, payload).await?;
-    Ok(revision)
+    .fetch_one(conn)
+    .await
 }
