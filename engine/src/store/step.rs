@@ -378,19 +378,27 @@ pub async fn end_attempt(
     observation: &TransportObservation,
 ) -> Result<(), GuardedError> {
     let body = serde_json::to_value(observation).expect("an observation serializes");
-    let rows = sqlx::query!(
-        r#"update attempt set ended_at = now(), outcome = $2, observation = $3
-           where id = $1 and ended_at is null"#,
+    // One round trip: the attempt ends and its observation joins the timeline, or neither.
+    let rows = sqlx::query_scalar!(
+        r#"with ended as (
+               update attempt set ended_at = now(), outcome = $2, observation = $3
+               where id = $1 and ended_at is null
+               returning id
+           ), observed as (
+               insert into observation (step_id, attempt_id, request_key, kind, body)
+               select $4, id, $5, 'transport', $3 from ended
+           )
+           select count(*) as "n!" from ended"#,
         attempt,
         observation.outcome() as AttemptOutcome,
         body,
+        step,
+        request_key,
     )
-    .execute(&mut *conn)
-    .await?
-    .rows_affected();
+    .fetch_one(conn)
+    .await?;
     // Someone else (the sweeper) ended it: this worker's view is stale.
-    guard(rows, step)?;
-    Ok(record_observation(conn, step, Some(attempt), request_key, "transport", &body).await?)
+    guard(u64::try_from(rows).unwrap_or(0), step)
 }
 
 /// Appends an observation (transport, lookup or compensation) to the step's timeline.
@@ -497,14 +505,26 @@ pub async fn commit_receipt(
         });
     }
     let id = Uuid::now_v7();
-    sqlx::query!(
-        r#"insert into receipt (id, step_id, workflow_id, definition_version, input_digest, request_key,
-                                adapter, contract_version, external_reference, completion_state, method,
-                                observed_at, result_summary, author, evidence, reason)
-           select $1, s.id, s.workflow_id, s.definition_version, q.input_digest, q.request_key,
-                  q.adapter, q.contract_version, $3, $4, $5::text::receipt_method, now(), $6, $7, $8, $9
-           from step s join external_request q on q.request_key = $2
-           where s.id = $10"#,
+    // One round trip: the receipt and the step that now points at it. A lost lease leaves no
+    // row updated and the caller's transaction rolls the receipt back with it.
+    let rows = sqlx::query_scalar!(
+        r#"with receipted as (
+               insert into receipt (id, step_id, workflow_id, definition_version, input_digest, request_key,
+                                    adapter, contract_version, external_reference, completion_state, method,
+                                    observed_at, result_summary, author, evidence, reason)
+               select $1, s.id, s.workflow_id, s.definition_version, q.input_digest, q.request_key,
+                      q.adapter, q.contract_version, $3, $4, $5::text::receipt_method, now(), $6, $7, $8, $9
+               from step s join external_request q on q.request_key = $2
+               where s.id = $10
+               returning id
+           ), succeeded as (
+               update step set state = 'succeeded', receipt_id = (select id from receipted), lease_holder = null,
+                               lease_expires_at = null, unknown_since = null, updated_at = now()
+               where id = $10 and ($11::text is null or lease_holder = $11)
+                 and exists (select 1 from receipted)
+               returning id
+           )
+           select count(*) as "n!" from succeeded"#,
         id,
         receipt.request_key,
         receipt.external_reference,
@@ -515,20 +535,11 @@ pub async fn commit_receipt(
         receipt.evidence,
         receipt.reason,
         receipt.step,
-    )
-    .execute(&mut *conn)
-    .await?;
-    let rows = sqlx::query!(
-        r#"update step set state = 'succeeded', receipt_id = $2, lease_holder = null,
-                           lease_expires_at = null, unknown_since = null, updated_at = now()
-           where id = $1 and ($3::text is null or lease_holder = $3)"#,
-        receipt.step,
-        id,
         worker,
     )
-    .execute(conn)
-    .await?
-    .rows_affected();
+    .fetch_one(conn)
+    .await?;
+    let rows = u64::try_from(rows).unwrap_or(0);
     guard(rows, receipt.step)?;
     Ok(ReceiptOutcome::Committed { receipt: id })
 }
@@ -652,6 +663,8 @@ pub async fn release_dependants(conn: &mut PgConnection, workflow: Uuid) -> sqlx
     )
     .fetch_one(&mut *conn)
     .await?;
+    // A separate statement: its snapshot starts after the lock was granted, so it sees the
+    // receipt of a step that finished concurrently (one statement would have started earlier).
     Ok(sqlx::query!(
         r#"update step d set state = 'ready', run_after = now(), updated_at = now()
            where d.workflow_id = $1 and d.state = 'blocked'
