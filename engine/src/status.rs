@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use crate::domain::StepState;
 use crate::domain::WorkflowState;
-use crate::domain::words::{DuplicateStatus, delivery_sentence};
+use crate::domain::words::{DuplicateStatus, delivery_sentence, withdrawal_sentence};
 
 /// One step as the status projection shows it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -59,7 +59,10 @@ pub async fn project_on(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
                    from integrity_incident i where i.step_id = s.id and i.kind = 'duplicate_effect') as duplicate,
                   (select bool_and(cs.state = 'succeeded') from compensation_link c
                    join step cs on cs.id = c.compensation_step_id
-                   where c.original_step_id = s.id and c.incident_id is not null) as withdrawals_done
+                   where c.original_step_id = s.id and c.incident_id is not null) as withdrawals_done,
+                  (select bool_and(cs.state = 'succeeded') from compensation_link c
+                   join step cs on cs.id = c.compensation_step_id
+                   where c.original_step_id = s.id and c.incident_id is null) as cancel_withdrawn
            from step s left join receipt r on r.id = s.receipt_id
            where s.workflow_id = $1
            order by s.created_at, s.generation"#,
@@ -81,7 +84,10 @@ pub async fn project_on(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
                     Some("unresolved") => DuplicateStatus::AcceptedUnresolved,
                     _ => DuplicateStatus::None,
                 };
-                sentence = delivery_sentence(r.state, r.external_reference.as_deref(), duplicate);
+                sentence = match r.cancel_withdrawn {
+                    Some(withdrawn) => withdrawal_sentence(withdrawn),
+                    None => delivery_sentence(r.state, r.external_reference.as_deref(), duplicate),
+                };
             }
             StepStatus {
                 id: r.id,

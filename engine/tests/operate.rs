@@ -486,7 +486,14 @@ async fn cancelling_after_a_receipt_requests_withdrawal_as_a_step_of_its_own(poo
     act(&h, &person("carol", Role::Approver), step, Action::Cancel)
         .await
         .unwrap();
+    let requested = engine::status::project(&h.pool, w).await.unwrap().unwrap();
+    assert_eq!(
+        requested.status,
+        "Delivery cancelled after it was made; withdrawal requested"
+    );
     h.drive_until(w, "deliver.withdrawal", "succeeded").await;
+    let done = engine::status::project(&h.pool, w).await.unwrap().unwrap();
+    assert_eq!(done.status, "Delivery withdrawn after cancellation");
 
     let ledger = h.ledger().await;
     assert_eq!(ledger.withdrawals.len(), 1);

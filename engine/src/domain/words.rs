@@ -58,6 +58,16 @@ pub fn delivery_sentence(
     }
 }
 
+/// The sentence for a delivery whose cancellation, after it was delivered, asked the
+/// destination to withdraw it: requested until the withdrawal's receipt, then done.
+pub fn withdrawal_sentence(withdrawn: bool) -> String {
+    if withdrawn {
+        "Delivery withdrawn after cancellation".to_owned()
+    } else {
+        "Delivery cancelled after it was made; withdrawal requested".to_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
