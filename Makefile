@@ -12,7 +12,7 @@ Z29C := $(CARGO_TARGET_DIR)/$(PROFILE)/z29c
 LEPTOS_FLAGS := $(if $(filter release,$(PROFILE)),--release,)
 TOOLS := $(if $(filter release,$(PROFILE)),release,build)
 
-.PHONY: help run build test lint unit e2e bench-engine bench-console sqlx-prepare migrate-both clean
+.PHONY: help run build test lint unit e2e scenarios bench-engine bench-console sqlx-prepare migrate-both clean
 
 help:
 	@echo "make run     build and serve the console at http://\$${Z29C_ADDR:-127.0.0.1:3000} (PROFILE=release for an optimised build)"
@@ -31,6 +31,19 @@ test:
 	scripts/ensure-tools.sh test
 	$(MAKE) --no-print-directory lint build
 	$(Z29C) db exec -- $(MAKE) --no-print-directory unit e2e
+	$(MAKE) --no-print-directory scenarios
+
+## The scenario harness needs failpoints, which only this separate build has (never the one
+## `make run` serves): every fault point × every destination kind, then proof that it fails
+## when one recovery rule is broken.
+SCENARIO_TARGET := $(CARGO_TARGET_DIR)/failpoints
+scenarios:
+	CARGO_TARGET_DIR=$(SCENARIO_TARGET) cargo build -p server --features ssr,failpoints --bin z29c
+	$(SCENARIO_TARGET)/debug/z29c scenario matrix
+	@if $(SCENARIO_TARGET)/debug/z29c scenario matrix --kinds opaque \
+	     --points after_acceptance_before_response --break-rule resend_opaque >/dev/null 2>&1; then \
+	   echo "the scenario harness passed with a broken recovery rule: it cannot catch what it is for"; exit 1; \
+	 else echo "scenario harness: a broken recovery rule (resend under an opaque adapter) is caught"; fi
 
 ## Benchmarks run the release build; the console's front-end weight is that of the last
 ## `make build` (PROFILE=release for the figure the README reports).

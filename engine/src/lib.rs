@@ -22,6 +22,8 @@ pub mod db;
 #[cfg(feature = "runtime")]
 pub mod embedded_pg;
 #[cfg(feature = "runtime")]
+pub mod failpoint;
+#[cfg(feature = "runtime")]
 pub mod intake;
 #[cfg(feature = "runtime")]
 pub mod invariants;

@@ -179,6 +179,7 @@ impl Publisher {
             }
             ids.push(row.id);
         }
+        crate::failpoint::hit("during_outbox_publication");
         sqlx::query!(
             r#"update outbox set published_at = now() where id = any($1)"#,
             &ids

@@ -544,6 +544,7 @@ impl Worker {
         }
         step::mark_invoking(&mut tx, step.id, &self.config.name, attempt, key.as_str()).await?;
         tx.commit().await?;
+        crate::failpoint::hit("after_obligation_commit");
 
         // Checkpoint 4: the call, outside any transaction, with the lease renewed meanwhile.
         let call = match &step.withdraws {
@@ -566,6 +567,11 @@ impl Worker {
             }
         };
         let observation = self.call_renewing(step.id, call).await;
+        crate::failpoint::hit(if step.withdraws.is_some() {
+            "during_compensation_acceptance"
+        } else {
+            "after_response_before_observation"
+        });
 
         // Checkpoints 5 and 6.
         let tx = self.pool.begin().await?;
@@ -686,6 +692,7 @@ impl Worker {
         .await?;
         workflow::refresh_state(&mut tx, step.workflow_id).await?;
         tx.commit().await?;
+        crate::failpoint::hit("after_receipt_before_ack");
         Ok(StepReport::Settled { outcome, state })
     }
 
@@ -749,6 +756,9 @@ impl Worker {
         contract: &crate::domain::SideEffectContract,
         last_lookup: Option<LookupAnswer>,
     ) -> Settle {
+        if crate::failpoint::broken("resend_opaque") {
+            return Settle::Unknown { recheck_millis: 0 };
+        }
         let deadline_passed = self.recovery_deadline_passed(step);
         let facts = UnknownOutcomeFacts {
             last_lookup,
@@ -789,6 +799,9 @@ impl Worker {
             recovery_deadline_passed: deadline_passed,
         };
         loop {
+            if crate::failpoint::broken("resend_opaque") {
+                return self.resend(step).await;
+            }
             match decide_after_unknown(&contract, &facts) {
                 RecoveryDecision::ResendSameKey | RecoveryDecision::RetrySameReference => {
                     return self.resend(step).await;
@@ -967,6 +980,7 @@ impl Worker {
         let seen = self
             .call_renewing(step.id, adapter.lookup(key, &bound_body_digest))
             .await;
+        crate::failpoint::hit("during_status_query");
         let mut tx = self.pool.begin().await?;
         step::renew_lease(&mut *tx, step.id, &self.config.name, self.lease_secs()).await?;
         let body = json!({ "seen": seen, "request_digest": digest, "looked_after_sent_ms": looked_after_sent_ms });

@@ -51,6 +51,16 @@ enum Command {
     /// Measure throughput and page latency on this machine.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Kill workers between commits and judge recovery against the destinations' ledgers
+    /// (needs a build with `--features failpoints`).
+    #[command(subcommand)]
+    Scenario(ScenarioCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ScenarioCommand {
+    /// Every fault point × every destination kind.
+    Matrix(crate::scenario::MatrixArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -329,6 +339,9 @@ impl Cli {
                 }
                 Command::Db(DbCommand::Exec { durable, command }) => {
                     db_exec(durable, command).await
+                }
+                Command::Scenario(ScenarioCommand::Matrix(args)) => {
+                    crate::scenario::matrix(args).await
                 }
                 Command::Bench(BenchCommand::Engine(args)) => {
                     crate::bench::engine(args).await?;

@@ -7,4 +7,5 @@ pub mod database;
 pub mod demo;
 pub mod http;
 pub mod metrics;
+pub mod scenario;
 pub mod shutdown;

@@ -1,0 +1,496 @@
+//! `z29c scenario matrix`: every fault point × every destination kind, each as real processes —
+//! a worker process killed with SIGKILL at a failpoint (or, after destination acceptance, by
+//! the harness), then a fresh worker process recovering — judged from outside by comparing the
+//! destination's own ledger with Z29C's receipts, step states and invariants.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use destinations::{Fault, FaultPlan, FaultRule, Kind, Match, Operation, RunningDestination};
+use serde::Serialize;
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use uuid::Uuid;
+
+/// Killed by the harness once the destination committed, before any answer.
+const AFTER_ACCEPTANCE: &str = "after_acceptance_before_response";
+
+/// Settings of `z29c scenario matrix`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MatrixArgs {
+    /// Destination kinds to run against.
+    #[arg(long, value_delimiter = ',', default_values_t = ["idempotent".to_owned(), "queryable".to_owned(), "opaque".to_owned()])]
+    pub kinds: Vec<String>,
+    /// Fault points (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub points: Vec<String>,
+    /// Workflows per scenario.
+    #[arg(long, default_value_t = 3)]
+    pub workflows: usize,
+    /// Print the verdicts as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Run with a deliberately broken recovery rule (`resend_opaque`): the matrix must fail.
+    #[arg(long)]
+    pub break_rule: Option<String>,
+}
+
+/// One scenario's verdict.
+#[derive(Debug, Clone, Serialize)]
+struct Verdict {
+    kind: String,
+    point: String,
+    /// The kill happened where it was meant to.
+    reached: bool,
+    /// False where the contract has no such point (no status lookup without one).
+    applicable: bool,
+    seconds: f64,
+    violations: Vec<String>,
+}
+
+pub async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        engine::failpoint::COMPILED_IN,
+        "this z29c was built without failpoints; build it with `--features failpoints` (make scenarios does)"
+    );
+    let points: Vec<String> = if args.points.is_empty() {
+        std::iter::once(AFTER_ACCEPTANCE.to_owned())
+            .chain(engine::failpoint::POINTS.iter().map(|p| (*p).to_owned()))
+            .collect()
+    } else {
+        args.points.clone()
+    };
+    let db = crate::bench::BenchDatabase::open().await?;
+    let admin = db.pool(2, false).await?;
+    let mut verdicts = Vec::new();
+    for (i, kind) in args.kinds.iter().enumerate() {
+        for (j, point) in points.iter().enumerate() {
+            let name = format!(
+                "scenario_{i}_{j}_{}",
+                &Uuid::new_v4().simple().to_string()[..6]
+            );
+            let started = Instant::now();
+            let verdict = run_one(&db, &admin, &name, kind, point, &args).await;
+            let verdict = match verdict {
+                Ok(v) => v,
+                Err(error) => Verdict {
+                    kind: kind.clone(),
+                    point: point.clone(),
+                    reached: false,
+                    applicable: true,
+                    seconds: 0.0,
+                    violations: vec![format!("the scenario could not run: {error:#}")],
+                },
+            };
+            let verdict = Verdict {
+                seconds: started.elapsed().as_secs_f64(),
+                ..verdict
+            };
+            if !args.json {
+                eprintln!(
+                    "{:<11} {:<36} {:<8} {}",
+                    verdict.kind,
+                    verdict.point,
+                    if verdict.reached { "killed" } else { "—" },
+                    if verdict.violations.is_empty() {
+                        "ok".to_owned()
+                    } else {
+                        verdict.violations.join("; ")
+                    }
+                );
+            }
+            verdicts.push(verdict);
+        }
+    }
+    admin.close().await;
+    db.close().await?;
+    let failed = verdicts.iter().filter(|v| !v.violations.is_empty()).count();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&verdicts)?);
+    } else {
+        println!();
+        println!(
+            "{:<11} {:<36} {:<8} {:>6}  verdict",
+            "kind", "fault point", "kill", "secs"
+        );
+        for v in &verdicts {
+            println!(
+                "{:<11} {:<36} {:<8} {:>6.1}  {}",
+                v.kind,
+                v.point,
+                match (v.applicable, v.reached) {
+                    (false, _) => "n/a",
+                    (true, true) => "killed",
+                    (true, false) => "not hit",
+                },
+                v.seconds,
+                if v.violations.is_empty() {
+                    "ok".to_owned()
+                } else {
+                    v.violations.join("; ")
+                }
+            );
+        }
+        println!("{} scenario(s), {failed} with violations", verdicts.len());
+    }
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+async fn database(
+    db: &crate::bench::BenchDatabase,
+    admin: &PgPool,
+    name: &str,
+) -> anyhow::Result<(String, PgPool)> {
+    sqlx::query(&format!("create database {name}"))
+        .execute(admin)
+        .await?;
+    let options: PgConnectOptions = db.url.parse::<PgConnectOptions>()?.database(name);
+    let pool = PgPoolOptions::new()
+        .max_connections(8)
+        .connect_with(options)
+        .await?;
+    let url = {
+        let (base, _) = db.url.rsplit_once('/').context("a database URL")?;
+        format!("{base}/{name}")
+    };
+    Ok((url, pool))
+}
+
+async fn run_one(
+    db: &crate::bench::BenchDatabase,
+    admin: &PgPool,
+    name: &str,
+    kind: &str,
+    point: &str,
+    args: &MatrixArgs,
+) -> anyhow::Result<Verdict> {
+    let kind_of: Kind = kind.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    if point == "during_status_query" && kind_of != Kind::Queryable {
+        return Ok(Verdict {
+            kind: kind.to_owned(),
+            point: point.to_owned(),
+            reached: false,
+            applicable: false,
+            seconds: 0.0,
+            violations: Vec::new(),
+        });
+    }
+    let (url, pool) = database(db, admin, name).await?;
+    engine::db::MIGRATOR.run(&pool).await?;
+    let (_, dpool) = database(db, admin, &format!("{name}_dest")).await?;
+    destinations::migrate(&dpool).await?;
+    let destination = destinations::spawn(
+        dpool,
+        destinations::Config {
+            visibility_window: Duration::from_millis(300),
+            ..destinations::Config::new(kind_of)
+        },
+    )
+    .await?;
+    let contract = engine::contracts::declared(kind, 1_000, 300, false).context("a kind")?;
+    engine::store::adapter::upsert(&pool, "docs", &destination.base_url(), &contract).await?;
+    let mut workflows = Vec::new();
+    for n in 0..args.workflows {
+        let started = engine::intake::start_workflow(
+            &pool,
+            engine::intake::NewWorkflow {
+                creation_key: format!("{name}-{n}"),
+                definition: engine::definition::DOCUMENT_DELIVERY.into(),
+                version: None,
+                input: serde_json::json!({"adapter": "docs", "recipient": format!("r-{n}"),
+                    "document": {"title": format!("Scenario {n}"), "body": "fault"}}),
+            },
+            engine::store::journal::Actor::Engine("scenario"),
+        )
+        .await?;
+        let (engine::intake::Started::Created(w) | engine::intake::Started::Existing(w)) = started;
+        workflows.push(w.id);
+    }
+
+    // Bring each scenario to its fault point.
+    let reached;
+    match point {
+        "during_compensation_acceptance" | "during_outbox_publication" => {
+            // Deliveries first, without faults, then the part under test.
+            run_worker(&url, None, args, Duration::from_secs(60), Some(&pool)).await?;
+            if point == "during_compensation_acceptance" {
+                let approver = engine::operators::Operator {
+                    id: Uuid::nil(),
+                    username: "scenario".into(),
+                    role: engine::domain::Role::Approver,
+                };
+                for w in &workflows {
+                    let step: Uuid = sqlx::query_scalar(
+                        "select id from step where workflow_id = $1 and logical = 'deliver'",
+                    )
+                    .bind(w)
+                    .fetch_one(&pool)
+                    .await?;
+                    engine::operate::perform(
+                        &pool,
+                        engine::operate::Request {
+                            operator: &approver,
+                            step,
+                            seen_version: None,
+                            reason: "scenario: withdraw",
+                            action: engine::operate::Action::Cancel,
+                        },
+                    )
+                    .await?;
+                }
+                reached =
+                    run_worker(&url, Some(point), args, Duration::from_secs(30), None).await?;
+            } else {
+                reached = run_publisher(&url, Some(point), Duration::from_secs(20)).await?;
+                run_publisher(&url, None, Duration::from_secs(3)).await?;
+            }
+        }
+        _ => {
+            let delay = match point {
+                AFTER_ACCEPTANCE => Some(10_000),
+                // A lookup happens only after an unknown outcome.
+                "during_status_query" => Some(1_500),
+                _ => None,
+            };
+            if let Some(ms) = delay {
+                destination.set_faults(FaultPlan::rules([FaultRule::new(
+                    Operation::Deliver,
+                    Match::Any,
+                    Fault::DelayResponse { ms },
+                )
+                .times(u32::try_from(args.workflows).unwrap_or(1))]))?;
+            }
+            if point == AFTER_ACCEPTANCE {
+                reached = kill_on_acceptance(&url, args, &destination).await?;
+                destination.clear_faults();
+            } else {
+                reached =
+                    run_worker(&url, Some(point), args, Duration::from_secs(30), None).await?;
+            }
+        }
+    }
+    // A fresh worker recovers (the lease of the killed one expires first).
+    run_worker(&url, None, args, Duration::from_secs(60), Some(&pool)).await?;
+    let mut violations = judge(&pool, &destination, kind_of, &workflows).await?;
+    if !reached {
+        violations.push("the fault point was never reached: the scenario tested nothing".into());
+    }
+    pool.close().await;
+    Ok(Verdict {
+        kind: kind.to_owned(),
+        point: point.to_owned(),
+        reached,
+        applicable: true,
+        seconds: 0.0,
+        violations,
+    })
+}
+
+fn worker_command(
+    url: &str,
+    failpoint: Option<&str>,
+    args: &MatrixArgs,
+) -> anyhow::Result<tokio::process::Command> {
+    let mut command = tokio::process::Command::new(std::env::current_exe()?);
+    command
+        .args(["worker", "--lease-secs", "2", "--concurrency", "4"])
+        .env("DATABASE_URL", url)
+        .env("RUST_LOG", "warn")
+        .env_remove("Z29C_FAILPOINT")
+        .kill_on_drop(true);
+    if let Some(point) = failpoint {
+        command.env("Z29C_FAILPOINT", point);
+    }
+    if let Some(rule) = &args.break_rule {
+        command.env("Z29C_BREAK_RULE", rule);
+    }
+    Ok(command)
+}
+
+/// Runs a worker process: with a failpoint, until it is killed there (true) or `limit` passes
+/// (false); without one, until every workflow has settled (`settled_in` given) or `limit`.
+async fn run_worker(
+    url: &str,
+    failpoint: Option<&str>,
+    args: &MatrixArgs,
+    limit: Duration,
+    settled_in: Option<&PgPool>,
+) -> anyhow::Result<bool> {
+    let mut child = worker_command(url, failpoint, args)?.spawn()?;
+    let until = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(std::os::unix::process::ExitStatusExt::signal(&status) == Some(9));
+        }
+        if let Some(pool) = settled_in
+            && settled(pool).await?
+        {
+            stop(&mut child).await;
+            return Ok(false);
+        }
+        if Instant::now() >= until {
+            stop(&mut child).await;
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Runs `z29c serve --no-workers` (the outbox publisher) for a while, or until killed.
+async fn run_publisher(
+    url: &str,
+    failpoint: Option<&str>,
+    limit: Duration,
+) -> anyhow::Result<bool> {
+    let mut command = tokio::process::Command::new(std::env::current_exe()?);
+    command
+        .args(["serve", "--no-workers", "--addr", "127.0.0.1:0"])
+        .env("DATABASE_URL", url)
+        .env("RUST_LOG", "warn")
+        .env_remove("Z29C_FAILPOINT")
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true);
+    if let Some(point) = failpoint {
+        command.env("Z29C_FAILPOINT", point);
+    }
+    let mut child = command.spawn()?;
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        if let Some(status) = child.try_wait()? {
+            return Ok(std::os::unix::process::ExitStatusExt::signal(&status) == Some(9));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    stop(&mut child).await;
+    Ok(false)
+}
+
+/// SIGKILLs a worker process as soon as the destination has committed a delivery.
+async fn kill_on_acceptance(
+    url: &str,
+    args: &MatrixArgs,
+    destination: &RunningDestination,
+) -> anyhow::Result<bool> {
+    let mut accepted = destination.effects();
+    let mut child = worker_command(url, None, args)?.spawn()?;
+    let seen = tokio::time::timeout(Duration::from_secs(30), accepted.recv()).await;
+    child.start_kill()?;
+    let _ = child.wait().await;
+    Ok(matches!(seen, Ok(Ok(_))))
+}
+
+async fn stop(child: &mut tokio::process::Child) {
+    if let Some(pid) = child.id() {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(0));
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    }
+    if tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .is_err()
+    {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
+}
+
+/// Nothing is left to do or in flight: every step settled or waits for a person.
+async fn settled(pool: &PgPool) -> anyhow::Result<bool> {
+    let busy: i64 = sqlx::query_scalar(
+        "select count(*) from step s
+         where s.state in ('ready', 'running', 'invoking', 'outcome_unknown')
+            or (s.state = 'blocked' and not exists (
+                   select 1 from step p where p.workflow_id = s.workflow_id and p.logical = any(s.depends_on)
+                   and p.state in ('review_required', 'rejected', 'cancelled', 'waived')))",
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(busy == 0)
+}
+
+/// An external step as judged: logical name, state, request key, kind, receipt's reference.
+type StepRow = (String, String, Option<String>, String, Option<String>);
+
+/// The verdict from outside: the destination's ledger against Z29C's receipts and states.
+async fn judge(
+    pool: &PgPool,
+    destination: &RunningDestination,
+    kind: Kind,
+    workflows: &[Uuid],
+) -> anyhow::Result<Vec<String>> {
+    let mut violations = Vec::new();
+    let ledger = destination.ledger().await?;
+    let found: i64 = sqlx::query_scalar("select count(*) from workflow where id = any($1)")
+        .bind(workflows)
+        .fetch_one(pool)
+        .await?;
+    if found != i64::try_from(workflows.len())? {
+        violations.push(format!(
+            "{} accepted workflow(s) lost",
+            workflows.len() as i64 - found
+        ));
+    }
+    let steps: Vec<StepRow> = sqlx::query_as(
+        "select s.logical, s.state::text, s.request_key, s.kind::text, r.external_reference
+         from step s left join receipt r on r.id = s.receipt_id
+         where s.workflow_id = any($1) and s.kind <> 'pure'",
+    )
+    .bind(workflows)
+    .fetch_all(pool)
+    .await?;
+    for (logical, state, key, step_kind, receipt) in steps {
+        let key = key.unwrap_or_default();
+        let effects: Vec<&String> = if step_kind == "compensation" {
+            ledger
+                .withdrawals
+                .iter()
+                .filter(|w| w.idempotency_key == key)
+                .map(|w| &w.withdrawal_reference)
+                .collect()
+        } else {
+            ledger
+                .deliveries
+                .iter()
+                .filter(|d| d.client_reference == key)
+                .map(|d| &d.external_reference)
+                .collect()
+        };
+        let settled_by_receipt = state == "succeeded" && receipt.is_some();
+        let provable = kind != Kind::Opaque;
+        if provable && !settled_by_receipt && step_kind != "compensation" {
+            violations.push(format!(
+                "{logical} {key} is {state} without a receipt under a {kind} destination"
+            ));
+        }
+        if effects.len() > 1 {
+            violations.push(format!(
+                "{logical} {key}: {} effects at the destination",
+                effects.len()
+            ));
+        }
+        if let Some(reference) = &receipt
+            && step_kind != "compensation"
+            && !effects.contains(&reference)
+        {
+            violations.push(format!(
+                "{logical} {key}: receipt names {reference}, the destination holds {effects:?}"
+            ));
+        }
+        if !settled_by_receipt
+            && !matches!(
+                state.as_str(),
+                "review_required" | "blocked" | "cancelled" | "waived"
+            )
+        {
+            violations.push(format!("{logical} {key} left {state}"));
+        }
+    }
+    for v in engine::invariants::check(pool).await? {
+        violations.push(format!("invariant {}: {}", v.kind, v.subject));
+    }
+    Ok(violations)
+}
