@@ -61,6 +61,8 @@ enum Command {
 enum ScenarioCommand {
     /// Every fault point × every destination kind.
     Matrix(crate::scenario::MatrixArgs),
+    /// Many workflows, several worker processes, random SIGKILLs; reproducible from a seed.
+    Soak(crate::scenario::SoakArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -343,6 +345,7 @@ impl Cli {
                 Command::Scenario(ScenarioCommand::Matrix(args)) => {
                     crate::scenario::matrix(args).await
                 }
+                Command::Scenario(ScenarioCommand::Soak(args)) => crate::scenario::soak(args).await,
                 Command::Bench(BenchCommand::Engine(args)) => {
                     crate::bench::engine(args).await?;
                     Ok(ExitCode::SUCCESS)

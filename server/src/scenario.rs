@@ -494,3 +494,188 @@ async fn judge(
     }
     Ok(violations)
 }
+
+/// Settings of `z29c scenario soak`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SoakArgs {
+    /// Seed of the kill schedule and the fault mix (the same seed, the same run).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Workflows, spread over the three destination kinds.
+    #[arg(long, default_value_t = 2_000)]
+    pub workflows: usize,
+    /// Worker processes running at once.
+    #[arg(long, default_value_t = 3)]
+    pub workers: usize,
+    /// Milliseconds between random SIGKILLs (each victim is replaced at once).
+    #[arg(long, default_value_t = 2_000)]
+    pub kill_every: u64,
+    /// Print the verdict as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A small deterministic generator (xorshift64*), so a seed replays the same kills.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        usize::try_from(self.next() % (n.max(1) as u64)).unwrap_or(0)
+    }
+}
+
+/// `z29c scenario soak`: N workflows over the three destination kinds, P worker processes, one
+/// killed with SIGKILL every D ms and replaced, until every workflow has settled; then the same
+/// verdict as the matrix, over every workflow.
+pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
+    let mut rng = Rng(args.seed.max(1));
+    let db = crate::bench::BenchDatabase::open().await?;
+    let admin = db.pool(2, false).await?;
+    let name = format!("soak_{}", args.seed);
+    let (url, pool) = database(&db, &admin, &name).await?;
+    engine::db::MIGRATOR.run(&pool).await?;
+    let mut destinations = Vec::new();
+    for kind in [Kind::Idempotent, Kind::Queryable, Kind::Opaque] {
+        let (_, dpool) = database(&db, &admin, &format!("{name}_{kind}")).await?;
+        destinations::migrate(&dpool).await?;
+        let destination = destinations::spawn(
+            dpool,
+            destinations::Config {
+                visibility_window: Duration::from_millis(300),
+                ..destinations::Config::new(kind)
+            },
+        )
+        .await?;
+        let contract =
+            engine::contracts::declared(kind.as_str(), 1_000, 300, false).context("a kind")?;
+        engine::store::adapter::upsert(&pool, kind.as_str(), &destination.base_url(), &contract)
+            .await?;
+        // Some answers come after the deadline: unknown outcomes to recover from.
+        destination.set_faults(FaultPlan::rules([FaultRule::new(
+            Operation::Deliver,
+            Match::Any,
+            Fault::DelayResponse { ms: 1_500 },
+        )
+        .times(u32::try_from(args.workflows / 20).unwrap_or(1))]))?;
+        destinations.push((kind, destination));
+    }
+    let mut by_kind: Vec<Vec<Uuid>> = vec![Vec::new(); 3];
+    for n in 0..args.workflows {
+        let k = rng.below(3);
+        let kind = destinations[k].0;
+        let started = engine::intake::start_workflow(
+            &pool,
+            engine::intake::NewWorkflow {
+                creation_key: format!("{name}-{n}"),
+                definition: engine::definition::DOCUMENT_DELIVERY.into(),
+                version: None,
+                input: serde_json::json!({"adapter": kind.as_str(), "recipient": format!("r-{n}"),
+                    "document": {"title": format!("Soak {n}"), "body": "soak"}}),
+            },
+            engine::store::journal::Actor::Engine("soak"),
+        )
+        .await?;
+        let (engine::intake::Started::Created(w) | engine::intake::Started::Existing(w)) = started;
+        by_kind[k].push(w.id);
+    }
+    let matrix_args = MatrixArgs {
+        kinds: Vec::new(),
+        points: Vec::new(),
+        workflows: 0,
+        json: false,
+        break_rule: None,
+    };
+    let mut children = Vec::new();
+    for _ in 0..args.workers {
+        children.push(worker_command(&url, None, &matrix_args)?.spawn()?);
+    }
+    let started = Instant::now();
+    let mut kills = 0;
+    let mut next_kill = Instant::now() + Duration::from_millis(args.kill_every);
+    let total = i64::try_from(args.workflows)?;
+    loop {
+        let done: i64 = sqlx::query_scalar(
+            "select count(*) from workflow where state in ('completed', 'needs_review', 'cancelled')",
+        )
+        .fetch_one(&pool)
+        .await?;
+        if !args.json {
+            eprint!(
+                "\rsoak: {done}/{total} workflows settled, {kills} worker(s) killed, {:.0} s   ",
+                started.elapsed().as_secs_f64()
+            );
+        }
+        if done >= total && settled(&pool).await? {
+            break;
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(1_800),
+            "the soak did not settle in 30 minutes"
+        );
+        if Instant::now() >= next_kill {
+            let victim = rng.below(children.len());
+            let _ = children[victim].start_kill();
+            let _ = children[victim].wait().await;
+            children[victim] = worker_command(&url, None, &matrix_args)?.spawn()?;
+            kills += 1;
+            next_kill = Instant::now() + Duration::from_millis(args.kill_every);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for child in &mut children {
+        stop(child).await;
+    }
+    let mut violations = Vec::new();
+    for (i, (kind, destination)) in destinations.iter().enumerate() {
+        violations.extend(judge(&pool, destination, *kind, &by_kind[i]).await?);
+    }
+    violations.dedup();
+    let effects: usize = {
+        let mut n = 0;
+        for (_, d) in &destinations {
+            n += d.ledger().await?.deliveries.len();
+        }
+        n
+    };
+    let waiting: i64 =
+        sqlx::query_scalar("select count(*) from step where state = 'review_required'")
+            .fetch_one(&pool)
+            .await?;
+    pool.close().await;
+    admin.close().await;
+    db.close().await?;
+    let seconds = started.elapsed().as_secs_f64();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({"seed": args.seed, "workflows": args.workflows, "workers": args.workers,
+                "kills": kills, "seconds": seconds, "effects": effects, "waiting_for_review": waiting,
+                "violations": violations})
+        );
+    } else {
+        eprintln!();
+        println!(
+            "seed {}  workflows {}  worker processes {}  kill every {} ms",
+            args.seed, args.workflows, args.workers, args.kill_every
+        );
+        println!(
+            "workers killed {kills}  time {seconds:.0} s  deliveries at the destinations {effects}  steps waiting for review {waiting}"
+        );
+        println!("violations {}", violations.len());
+        for v in violations.iter().take(20) {
+            println!("  {v}");
+        }
+    }
+    Ok(if violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
