@@ -35,7 +35,7 @@ async fn reproject(
     Ok(Some((status.state, status.revision, status.status)))
 }
 
-/// The status behind `/status/{id}` and the API's sentence.
+/// The status behind `/status/{id}` (the API reads durable state directly).
 pub struct StatusProjection;
 
 impl Consumer for StatusProjection {

@@ -137,7 +137,7 @@ fn spawn_observer(
             }
             if let Some(url) = &args.webhook {
                 if let Err(error) = engine::alerts::deliver_webhooks(&pool, &client, url).await {
-                    tracing::warn!(%error, "webhook delivery failed");
+                    tracing::warn!(%error, "the webhook queue could not be sent; it is tried again");
                 }
                 let send = |id: i64, workflow: uuid::Uuid, sentence: String| {
                     let request = client
