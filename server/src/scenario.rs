@@ -13,6 +13,10 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use uuid::Uuid;
 
+/// Answers delayed to around the adapter's 1,000 ms deadline: no kill, only timing.
+const TIMING: &str = "response_at_";
+const TIMINGS_MS: [u64; 5] = [500, 900, 1_000, 1_100, 1_500];
+
 /// Killed by the harness once the destination committed, before any answer.
 const AFTER_ACCEPTANCE: &str = "after_acceptance_before_response";
 
@@ -57,6 +61,7 @@ pub async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
     let points: Vec<String> = if args.points.is_empty() {
         std::iter::once(AFTER_ACCEPTANCE.to_owned())
             .chain(engine::failpoint::POINTS.iter().map(|p| (*p).to_owned()))
+            .chain(TIMINGS_MS.iter().map(|ms| format!("{TIMING}{ms}ms")))
             .collect()
     } else {
         args.points.clone()
@@ -121,6 +126,7 @@ pub async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
                 v.point,
                 match (v.applicable, v.reached) {
                     (false, _) => "n/a",
+                    (true, true) if v.point.starts_with(TIMING) => "timed",
                     (true, true) => "killed",
                     (true, false) => "not hit",
                 },
@@ -249,6 +255,20 @@ async fn run_one(
                 reached = run_publisher(&url, Some(point), Duration::from_secs(20)).await?;
                 run_publisher(&url, None, Duration::from_secs(3)).await?;
             }
+        }
+        p if p.starts_with(TIMING) => {
+            let ms: u64 = p[TIMING.len()..]
+                .trim_end_matches("ms")
+                .parse()
+                .context("a timing point is response_at_<ms>ms")?;
+            destination.set_faults(FaultPlan::rules([FaultRule::new(
+                Operation::Deliver,
+                Match::Any,
+                Fault::DelayResponse { ms },
+            )
+            .times(u32::try_from(args.workflows * 2).unwrap_or(2))]))?;
+            // Nothing to kill: every answer lands around the deadline, and the workers settle it.
+            reached = true;
         }
         _ => {
             let delay = match point {
