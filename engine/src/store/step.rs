@@ -508,13 +508,19 @@ pub async fn commit_receipt(
     // One round trip: the receipt and the step that now points at it. A lost lease leaves no
     // row updated and the caller's transaction rolls the receipt back with it.
     let rows = sqlx::query_scalar!(
-        r#"with receipted as (
+        r#"with locked as (
+               -- The workflow row first, as every transaction that settles one of its steps
+               -- takes it: the receipt's foreign key would otherwise share-lock it, and two steps
+               -- finishing at once would each wait for the other's share lock to update it.
+               select w.id from workflow w join step s on s.workflow_id = w.id
+               where s.id = $10 for update of w
+           ), receipted as (
                insert into receipt (id, step_id, workflow_id, definition_version, input_digest, request_key,
                                     adapter, contract_version, external_reference, completion_state, method,
                                     observed_at, result_summary, author, evidence, reason)
                select $1, s.id, s.workflow_id, s.definition_version, q.input_digest, q.request_key,
                       q.adapter, q.contract_version, $3, $4, $5::text::receipt_method, now(), $6, $7, $8, $9
-               from step s join external_request q on q.request_key = $2
+               from step s join external_request q on q.request_key = $2 join locked on locked.id = s.workflow_id
                where s.id = $10
                returning id
            ), succeeded as (
