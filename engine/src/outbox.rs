@@ -118,6 +118,28 @@ pub async fn count(
     Ok(())
 }
 
+/// Records `event` in `consumer`'s inbox and, unless it was there already, applies it, both
+/// in `tx`. Returns whether the event was new to the consumer.
+pub async fn take(
+    tx: &mut PgConnection,
+    consumer: &dyn Consumer,
+    event: &Event,
+) -> sqlx::Result<bool> {
+    let fresh = sqlx::query!(
+        r#"insert into inbox (consumer, event_id) values ($1, $2) on conflict do nothing"#,
+        consumer.name(),
+        event.event_id
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    if fresh {
+        consumer.handle(tx, event).await?;
+    }
+    Ok(fresh)
+}
+
 /// Delivers the outbox to its consumers.
 #[derive(Clone)]
 pub struct Publisher {
@@ -194,18 +216,7 @@ impl Publisher {
     /// consumer's change commit together, and a repeat finds the inbox row.
     pub async fn deliver(&self, consumer: &dyn Consumer, event: &Event) -> sqlx::Result<bool> {
         let mut tx = self.pool.begin().await?;
-        let fresh = sqlx::query!(
-            r#"insert into inbox (consumer, event_id) values ($1, $2) on conflict do nothing"#,
-            consumer.name(),
-            event.event_id
-        )
-        .execute(&mut *tx)
-        .await?
-        .rows_affected()
-            == 1;
-        if fresh {
-            consumer.handle(&mut tx, event).await?;
-        }
+        let fresh = take(&mut tx, consumer, event).await?;
         tx.commit().await?;
         Ok(fresh)
     }

@@ -296,13 +296,7 @@ pub async fn rebuild(pool: &PgPool) -> sqlx::Result<u64> {
             kind: row.kind,
             payload: row.payload,
         };
-        sqlx::query!(
-            r#"insert into inbox (consumer, event_id) values ('metrics', $1) on conflict do nothing"#,
-            event.event_id
-        )
-        .execute(&mut *tx)
-        .await?;
-        MetricsProjection.handle(&mut tx, &event).await?;
+        crate::outbox::take(&mut tx, &MetricsProjection, &event).await?;
     }
     tx.commit().await?;
     Ok(workflows.len() as u64)

@@ -815,16 +815,6 @@ async fn pages(pool: &PgPool) -> anyhow::Result<Vec<(&'static str, String)>> {
             .fetch_one(pool)
             .await?;
     let cursor = format!("{at}|{id}");
-    let encode = |s: &str| -> String {
-        s.bytes()
-            .map(|b| match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => {
-                    (b as char).to_string()
-                }
-                _ => format!("%{b:02X}"),
-            })
-            .collect()
-    };
     Ok(vec![
         ("review queue, first page", "/".to_owned()),
         (
@@ -833,15 +823,24 @@ async fn pages(pool: &PgPool) -> anyhow::Result<Vec<(&'static str, String)>> {
         ),
         (
             "queue, deep keyset page",
-            format!("/?after={}", encode(&cursor)),
+            format!(
+                "/?after={}",
+                engine::domain::identity::percent_encode(&cursor)
+            ),
         ),
         (
             "search by request key",
-            format!("/?q={}", encode(&unknown_key)),
+            format!(
+                "/?q={}",
+                engine::domain::identity::percent_encode(&unknown_key)
+            ),
         ),
         (
             "search by external ref",
-            format!("/?q={}", encode(&reference)),
+            format!(
+                "/?q={}",
+                engine::domain::identity::percent_encode(&reference)
+            ),
         ),
         ("step evidence", format!("/steps/{unknown_step}")),
         ("incident", format!("/incidents/{incident}")),

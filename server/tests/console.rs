@@ -52,7 +52,7 @@ impl Browser {
     async fn post(&mut self, uri: &str, form: &[(&str, &str)]) -> (StatusCode, String) {
         let body = form
             .iter()
-            .map(|(k, v)| format!("{k}={}", urlencode(v)))
+            .map(|(k, v)| format!("{k}={}", engine::domain::identity::percent_encode(v)))
             .collect::<Vec<_>>()
             .join("&");
         self.send(
@@ -63,17 +63,6 @@ impl Browser {
         )
         .await
     }
-}
-
-fn urlencode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// The value of the first `<input name="{name}" value="…">` in `html`, in either order.

@@ -2,6 +2,8 @@ use leptos::prelude::*;
 use leptos_router::components::A;
 use leptos_router::hooks::use_query_map;
 
+use engine::domain::identity::percent_encode;
+
 use super::api::review_queue;
 use super::types::{FoundStep, QueuePage, QueueQuery, age};
 use crate::error::ConsoleError;
@@ -217,10 +219,10 @@ fn Queue(page: QueuePage) -> impl IntoView {
 fn next_page(cursor: &str) -> String {
     let query = use_query_map();
     let q = query.read_untracked();
-    let mut href = format!("/?after={}", urlencode(cursor));
+    let mut href = format!("/?after={}", percent_encode(cursor));
     for name in ["state", "adapter", "definition", "older_than"] {
         if let Some(value) = q.get(name).filter(|v| !v.is_empty()) {
-            href.push_str(&format!("&{name}={}", urlencode(&value)));
+            href.push_str(&format!("&{name}={}", percent_encode(&value)));
         }
     }
     href
@@ -259,15 +261,4 @@ fn Found(found: Vec<FoundStep>) -> impl IntoView {
         </table>
         {empty.then(|| view! { <p class="muted">"No workflow matches that search."</p> })}
     }
-}
-
-fn urlencode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }

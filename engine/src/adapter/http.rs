@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use super::{Adapter, BoxFuture, LookupObservation, WithdrawalObservation};
 use crate::definition::PreparedRequest;
+use crate::domain::identity::percent_encode;
 use crate::domain::{RequestKey, SideEffectContract, TransportObservation};
 
 /// An adapter reaching one destination over HTTP.
@@ -168,7 +169,7 @@ impl Adapter for HttpAdapter {
                 .get(format!(
                     "{}/deliveries/by-reference/{}",
                     self.base_url,
-                    encode(key.as_str())
+                    percent_encode(key.as_str())
                 ))
                 .query(&[("digest", digest)])
                 .timeout(self.deadline())
@@ -225,7 +226,7 @@ impl Adapter for HttpAdapter {
                 .post(format!(
                     "{}/deliveries/{}/withdrawal",
                     self.base_url,
-                    encode(external_reference)
+                    percent_encode(external_reference)
                 ))
                 .header("Idempotency-Key", key.as_str())
                 .timeout(self.deadline())
@@ -257,18 +258,4 @@ impl Adapter for HttpAdapter {
             }
         })
     }
-}
-
-/// Percent-encodes a path segment (request keys contain `/`).
-fn encode(segment: &str) -> String {
-    let mut out = String::with_capacity(segment.len());
-    for byte in segment.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(byte as char)
-            }
-            _ => out.push_str(&format!("%{byte:02X}")),
-        }
-    }
-    out
 }

@@ -102,6 +102,21 @@ impl fmt::Display for InputDigest {
     }
 }
 
+/// Percent-encodes `text` for a URL path segment or query value: everything but RFC 3986's
+/// unreserved characters. Request keys contain `/`, cursors `:` and `+`.
+pub fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(byte as char)
+            }
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
