@@ -316,6 +316,22 @@ impl EmbeddedPostgres {
             .await
     }
 
+    /// Restarts the server as a crash would (`-m immediate`: open connections are cut, no
+    /// shutdown checkpoint, crash recovery at start), on the same port and settings.
+    pub async fn crash_restart(&self) -> Result<(), EmbeddedPgError> {
+        let log = self.log_file();
+        let log = log.to_string_lossy();
+        let output = self
+            .pg_ctl(&["-m", "immediate", "-w", "-t", "60", "-l", &log, "restart"])
+            .await?;
+        check("pg_ctl restart", &self.data_dir, output)
+    }
+
+    /// The path of a PostgreSQL program beside this server's (`pg_dump`, `pg_restore`).
+    pub fn program(&self, name: &str) -> PathBuf {
+        self.bins.tool(name)
+    }
+
     fn log_file(&self) -> PathBuf {
         self.data_dir.join("server.log")
     }

@@ -42,8 +42,13 @@ pub fn hit(name: &'static str) {
 }
 
 /// A deliberately broken recovery rule, for proving the harness catches one: with the
-/// `failpoints` feature and `Z29C_BREAK_RULE=resend_opaque`, recovery resends under an opaque
-/// adapter as if it were idempotent.
+/// `failpoints` feature and `Z29C_BREAK_RULE=<rule>`. The rules:
+///
+/// - `resend_opaque`: recovery resends under an opaque adapter as if it were idempotent;
+/// - `regenerate_with_newest`: recovery regenerates a request under the newest definition
+///   version instead of the workflow's own;
+/// - `resume_blind`: `check --before-resume` recovers only the steps caught mid-call, and
+///   sends the ones the backup saw ready or waiting as if nothing could have happened since.
 #[inline(always)]
 pub fn broken(rule: &'static str) -> bool {
     #[cfg(feature = "failpoints")]

@@ -112,24 +112,56 @@ pub async fn check(pool: &PgPool) -> sqlx::Result<Vec<Violation>> {
     Ok(violations)
 }
 
-/// Before workers resume after a restore: every external step caught `running` or `invoking`
-/// may have been sent by the live system after the backup was taken, so its open attempt ends
-/// `outcome_unknown` ("restored") and the step goes to recovery under its request key: a query
-/// or a same-key replay where the contract allows, review otherwise. Pure steps caught
-/// `running` simply run again. Run it with every worker stopped. Returns how many steps went to
-/// recovery and how many back to ready.
-pub async fn prepare_resume(pool: &PgPool) -> sqlx::Result<(usize, usize)> {
+/// What [`prepare_resume`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resume {
+    /// External steps now outcome unknown: caught mid-call, or ready to be called.
+    pub to_recovery: usize,
+    /// External steps waiting for their dependencies, marked to start as outcome unknown.
+    pub marked: usize,
+    /// Pure steps caught running, ready again.
+    pub to_ready: usize,
+}
+
+/// Before workers resume after a restore. The live system went on after the backup was taken,
+/// so any external step the backup saw unfinished may have been sent since — and the
+/// destination keeps what it received. Such a step is never sent blind:
+///
+/// - caught `running` or `invoking`, or `ready` to be called: its open attempt (if any) ends
+///   `outcome_unknown` ("restored") and the step goes to recovery under its request key — a
+///   query or a same-key replay where the contract allows, review otherwise;
+/// - `blocked` on its dependencies: it is marked (`restored_at`), and starts as outcome unknown
+///   instead of ready once they are met.
+///
+/// Pure steps caught `running` simply run again. Run it with every worker stopped.
+pub async fn prepare_resume(pool: &PgPool) -> sqlx::Result<Resume> {
     let restored = serde_json::to_value(crate::domain::TransportObservation::Restored)
         .expect("an observation serializes");
+    // The harness's broken rule: only steps caught mid-call, as if the live system had stopped
+    // at the backup.
+    let unfinished: &[&str] = if crate::failpoint::broken("resume_blind") {
+        &["running", "invoking"]
+    } else {
+        &["blocked", "ready", "running", "invoking"]
+    };
+    let unfinished: Vec<String> = unfinished.iter().map(|s| (*s).to_owned()).collect();
     let mut tx = pool.begin().await?;
+    // The derived key (RequestKey::derive) where none was persisted, so recovery can ask about it.
+    let keyed = sqlx::query!(
+        r#"update step set request_key = coalesce(request_key,
+               'w-' || replace(workflow_id::text, '-', '') || '/' || logical || '-v' || definition_version),
+               restored_at = now(), updated_at = now()
+           where state::text = any($1) and kind <> 'pure'
+           returning id, state::text as "state!""#,
+        &unfinished
+    )
+    .fetch_all(&mut *tx)
+    .await?;
     let to_recovery = sqlx::query!(
         r#"with caught as (
                update step set state = 'outcome_unknown', lease_holder = null, lease_expires_at = null,
-                      run_after = now(), unknown_since = coalesce(unknown_since, now()), updated_at = now(),
-                      -- The derived key (RequestKey::derive), so recovery can ask about it.
-                      request_key = coalesce(request_key,
-                          'w-' || replace(workflow_id::text, '-', '') || '/' || logical || '-v' || definition_version)
-               where state in ('running', 'invoking') and kind <> 'pure'
+                      run_after = now(), unknown_since = coalesce(unknown_since, now())
+               where state::text = any($2) and state <> 'blocked' and kind <> 'pure'
                returning id, workflow_id, request_key
            ), ended as (
                update attempt a set ended_at = now(), outcome = 'outcome_unknown', observation = $1
@@ -137,11 +169,12 @@ pub async fn prepare_resume(pool: &PgPool) -> sqlx::Result<(usize, usize)> {
                returning a.id, a.step_id
            ), observed as (
                insert into observation (step_id, attempt_id, request_key, kind, body)
-               select e.step_id, e.id, c.request_key, 'transport', $1
-               from ended e join caught c on c.id = e.step_id
+               select c.id, e.id, c.request_key, 'transport', $1
+               from caught c left join ended e on e.step_id = c.id
            )
            select id, workflow_id from caught"#,
-        restored
+        restored,
+        &unfinished
     )
     .fetch_all(&mut *tx)
     .await?;
@@ -155,5 +188,9 @@ pub async fn prepare_resume(pool: &PgPool) -> sqlx::Result<(usize, usize)> {
         crate::store::workflow::refresh_state(&mut tx, row.workflow_id).await?;
     }
     tx.commit().await?;
-    Ok((to_recovery.len(), to_ready.len()))
+    Ok(Resume {
+        to_recovery: to_recovery.len(),
+        marked: keyed.iter().filter(|k| k.state == "blocked").count(),
+        to_ready: to_ready.len(),
+    })
 }

@@ -490,17 +490,21 @@ impl Worker {
         }
         let input = parse_input(step)?;
         let deps = step::dependency_facts(conn, step.workflow_id).await?;
-        definition::prepare_request(
-            step.definition_version,
-            &step.logical,
-            key.as_str(),
-            &input,
-            &deps,
+        // The harness's broken rule: recovery regenerates the request under the newest
+        // definition instead of the one the workflow started with.
+        let version = if step.state == StepState::OutcomeUnknown
+            && crate::failpoint::broken("regenerate_with_newest")
+        {
+            definition::DOCUMENT_DELIVERY_VERSIONS[definition::DOCUMENT_DELIVERY_VERSIONS.len() - 1]
+        } else {
+            step.definition_version
+        };
+        definition::prepare_request(version, &step.logical, key.as_str(), &input, &deps).map_err(
+            |source| WorkerError::Definition {
+                step: step.id,
+                source,
+            },
         )
-        .map_err(|source| WorkerError::Definition {
-            step: step.id,
-            source,
-        })
     }
 
     /// Checkpoints 2–6 for an attempt already recorded.
@@ -706,6 +710,24 @@ impl Worker {
         method: &str,
         summary: &Value,
     ) -> Result<StepState, WorkerError> {
+        // Found by a lookup after a restore older than the request identity: the regenerated
+        // request the lookup compared is the one the receipt names, so it is bound now.
+        if method == "status_query" && step::request_identity(tx, key.as_str()).await?.is_none() {
+            let prepared = self.prepare(tx, step, key).await?;
+            let (_, contract_version) = self.adapters.get(step)?;
+            step::bind_request(
+                tx,
+                &step::RequestIdentity {
+                    key: key.as_str(),
+                    step: step.id,
+                    digest: prepared.request_digest.as_str(),
+                    summary: &prepared.body,
+                    adapter: step.adapter.as_deref().unwrap_or_default(),
+                    contract_version,
+                },
+            )
+            .await?;
+        }
         let receipt = NewReceipt {
             step: step.id,
             request_key: key.as_str(),

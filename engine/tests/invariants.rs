@@ -3,6 +3,7 @@
 mod support;
 
 use destinations::Kind;
+use engine::invariants::Resume;
 use sqlx::PgPool;
 use support::Harness;
 use uuid::Uuid;
@@ -134,7 +135,11 @@ async fn before_resume_every_step_caught_mid_call_goes_to_recovery(pool: PgPool)
 
     assert_eq!(
         engine::invariants::prepare_resume(&pool).await.unwrap(),
-        (1, 0)
+        Resume {
+            to_recovery: 1,
+            marked: 1,
+            to_ready: 0
+        }
     );
     assert_eq!(h.outcomes(w, "deliver").await, vec!["outcome_unknown"]);
     h.drive_until(w, "deliver", "review_required").await;
@@ -170,9 +175,125 @@ async fn a_step_restored_mid_attempt_is_recovered_by_contract_never_rerun_blindl
 
     assert_eq!(
         engine::invariants::prepare_resume(&pool).await.unwrap(),
-        (1, 0)
+        Resume {
+            to_recovery: 1,
+            marked: 1,
+            to_ready: 0
+        }
     );
     assert_eq!(h.outcomes(w, "deliver").await, vec!["outcome_unknown"]);
     h.drive_until(w, "deliver", "succeeded").await;
     assert_eq!(h.effects(&Harness::key(w, "deliver")).await, 1);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn after_a_restore_an_opaque_step_the_backup_saw_ready_or_waiting_is_never_sent_blind(
+    pool: PgPool,
+) {
+    let h = Harness::new(pool.clone(), Kind::Opaque, 2_000, 0).await;
+    let w = h.start("restored-ready").await;
+    // As the backup saw it: deliver ready, notify waiting for it. The live system may have sent
+    // both since.
+    h.drive_until(w, "deliver", "ready").await;
+
+    assert_eq!(
+        engine::invariants::prepare_resume(&pool).await.unwrap(),
+        Resume {
+            to_recovery: 1,
+            marked: 1,
+            to_ready: 0
+        }
+    );
+    h.drive_until(w, "deliver", "review_required").await;
+    assert!(
+        h.ledger().await.deliveries.is_empty(),
+        "a request the live system may have sent went out again"
+    );
+
+    // Notify waits for deliver, marked to start as outcome unknown once released.
+    let restored: Option<chrono::DateTime<chrono::Utc>> =
+        sqlx::query_scalar("select restored_at from step where id = $1")
+            .bind(step_id(&pool, w, "notify").await)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(restored.is_some());
+    assert_eq!(h.step(w, "notify").await.0, "blocked");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn after_a_restore_a_queryable_step_is_asked_about_first_and_sent_once_when_absent(
+    pool: PgPool,
+) {
+    let h = Harness::new(pool.clone(), Kind::Queryable, 2_000, 100).await;
+    let w = h.start("restored-queryable").await;
+    h.drive_until(w, "deliver", "ready").await;
+    engine::invariants::prepare_resume(&pool).await.unwrap();
+
+    // Nothing was sent after this backup: each lookup finds nothing once the window has passed,
+    // and only then does the step go out, once.
+    h.drive_until(w, "notify", "succeeded").await;
+    for logical in ["deliver", "notify"] {
+        let asked_first: Option<bool> = sqlx::query_scalar(
+            "select (select min(observed_at) from observation where step_id = s.id and kind = 'lookup')
+                  < (select min(invoked_at) from attempt where step_id = s.id)
+             from step s where s.workflow_id = $1 and s.logical = $2",
+        )
+        .bind(w)
+        .bind(logical)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(
+            asked_first,
+            Some(true),
+            "{logical} was sent before anyone asked about it"
+        );
+    }
+    assert_eq!(h.effects(&Harness::key(w, "deliver")).await, 1);
+    assert_eq!(h.effects(&Harness::key(w, "notify")).await, 1);
+    assert!(engine::invariants::check(&pool).await.unwrap().is_empty());
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn after_a_restore_a_delivery_the_live_system_made_is_found_by_lookup_and_receipted(
+    pool: PgPool,
+) {
+    let h = Harness::new(pool.clone(), Kind::Queryable, 2_000, 100).await;
+    let w = h.start("sent-after-backup").await;
+    h.drive_until(w, "deliver", "succeeded").await;
+    // Z29C rewound to a backup taken while deliver was ready: no attempt, no request identity,
+    // no receipt. The destination keeps the delivery.
+    let deliver = step_id(&pool, w, "deliver").await;
+    let mut rewind = pool.begin().await.unwrap();
+    // Past the append-only triggers, as a restore is.
+    sqlx::query("set local session_replication_role = replica")
+        .execute(&mut *rewind)
+        .await
+        .unwrap();
+    for statement in [
+        "update step set receipt_id = null, state = 'ready', request_key = null, attempt_count = 0
+         where id = $1",
+        "update step set state = 'blocked' where depends_on @> array['deliver'] and workflow_id =
+         (select workflow_id from step where id = $1)",
+        "delete from receipt where step_id = $1",
+        "delete from observation where step_id = $1",
+        "delete from attempt where step_id = $1",
+        "delete from external_request where step_id = $1",
+    ] {
+        sqlx::query(statement)
+            .bind(deliver)
+            .execute(&mut *rewind)
+            .await
+            .unwrap();
+    }
+    rewind.commit().await.unwrap();
+
+    engine::invariants::prepare_resume(&pool).await.unwrap();
+    h.drive_until(w, "notify", "succeeded").await;
+
+    assert_eq!(h.receipt(w, "deliver").await.unwrap().0, "status_query");
+    assert_eq!(h.effects(&Harness::key(w, "deliver")).await, 1);
+    assert_eq!(h.effects(&Harness::key(w, "notify")).await, 1);
+    assert!(engine::invariants::check(&pool).await.unwrap().is_empty());
 }

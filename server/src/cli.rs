@@ -478,10 +478,12 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
 async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let db = Database::open(&args.database).await?;
     if args.before_resume {
-        let (to_recovery, to_ready) = engine::invariants::prepare_resume(&db.pool).await?;
+        let resume = engine::invariants::prepare_resume(&db.pool).await?;
         println!(
-            "before resume: {to_recovery} step(s) caught mid-call go to recovery (query or review), \
-             {to_ready} step(s) caught before their call are ready again"
+            "before resume: {} external step(s) caught unfinished go to recovery (query, same-key \
+             replay or review), {} waiting for dependencies will start the same way, {} pure \
+             step(s) are ready again",
+            resume.to_recovery, resume.marked, resume.to_ready
         );
     }
     let violations = engine::invariants::check(&db.pool).await?;

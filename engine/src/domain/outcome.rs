@@ -63,7 +63,7 @@ pub enum TransportObservation {
     UnexpectedStatus { status: u16 },
     /// An answer that could not be understood.
     UnreadableResponse { status: u16, detail: String },
-    /// The database was restored from a backup taken while this attempt was open: the live
+    /// The database was restored from a backup taken before this step finished: the live
     /// system may have sent the request after the backup, so nothing here proves it did not.
     Restored,
     /// The worker's lease expired with the attempt open: it died, hung or was cut off.
@@ -163,7 +163,7 @@ impl TransportObservation {
                 format!("The request was sent; the answer ({status}) could not be read ({detail}).")
             }
             TransportObservation::Restored => {
-                "The database was restored from a backup taken during this attempt: the request may have been sent after it.".to_owned()
+                "The database was restored from a backup: the live system may have sent this request after the backup was taken.".to_owned()
             }
             TransportObservation::WorkerLost { during_call: false } => {
                 "The worker's lease expired before the request identity was persisted: no call was made.".to_owned()

@@ -672,7 +672,12 @@ pub async fn release_dependants(conn: &mut PgConnection, workflow: Uuid) -> sqlx
     // A separate statement: its snapshot starts after the lock was granted, so it sees the
     // receipt of a step that finished concurrently (one statement would have started earlier).
     Ok(sqlx::query!(
-        r#"update step d set state = 'ready', run_after = now(), updated_at = now()
+        // A step marked after a restore may have been sent by the live system since the backup:
+        // it starts as outcome unknown, asked about (or reviewed) before anything is sent.
+        r#"update step d set run_after = now(), updated_at = now(),
+               state = case when d.restored_at is null then 'ready'::step_state
+                            else 'outcome_unknown'::step_state end,
+               unknown_since = case when d.restored_at is null then d.unknown_since else now() end
            where d.workflow_id = $1 and d.state = 'blocked'
              and not exists (
                  select 1 from unnest(d.depends_on) as dep(logical)
