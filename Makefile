@@ -34,16 +34,22 @@ test:
 	$(MAKE) --no-print-directory scenarios
 
 ## The scenario harness needs failpoints, which only this separate build has (never the one
-## `make run` serves): every fault point × every destination kind, then proof that it fails
-## when one recovery rule is broken.
+## `make run` serves): every fault point × every destination kind, the timing sweep and the
+## named scenarios; then proof that it fails when a recovery rule is broken (kind:scenario:rule).
 SCENARIO_TARGET := $(CARGO_TARGET_DIR)/failpoints
+BROKEN_RULES := opaque:after_acceptance_before_response:resend_opaque \
+	idempotent:recovered_by_v2:regenerate_with_newest \
+	queryable:restore_from_backup:resume_blind
 scenarios:
 	CARGO_TARGET_DIR=$(SCENARIO_TARGET) cargo build -p server --features ssr,failpoints --bin z29c
 	$(SCENARIO_TARGET)/debug/z29c scenario matrix
-	@if $(SCENARIO_TARGET)/debug/z29c scenario matrix --kinds opaque \
-	     --points after_acceptance_before_response --break-rule resend_opaque >/dev/null 2>&1; then \
-	   echo "the scenario harness passed with a broken recovery rule: it cannot catch what it is for"; exit 1; \
-	 else echo "scenario harness: a broken recovery rule (resend under an opaque adapter) is caught"; fi
+	@for case in $(BROKEN_RULES); do \
+	   IFS=: read -r kind point rule <<< "$$case"; \
+	   if $(SCENARIO_TARGET)/debug/z29c scenario matrix --kinds "$$kind" --points "$$point" \
+	        --break-rule "$$rule" >/dev/null 2>&1; then \
+	     echo "the scenario harness passed with the recovery rule '$$rule' broken: it cannot catch what it is for"; exit 1; \
+	   else echo "scenario harness: the broken rule '$$rule' is caught ($$kind, $$point)"; fi; \
+	 done
 
 ## Benchmarks run the release build; the console's front-end weight is that of the last
 ## `make build` (PROFILE=release for the figure the README reports).

@@ -105,6 +105,11 @@ impl BenchDatabase {
         })
     }
 
+    /// The private cluster this process started; `None` when `DATABASE_URL` named a server.
+    pub fn cluster(&self) -> Option<&EmbeddedPostgres> {
+        self.cluster.as_ref().map(|(cluster, _)| cluster)
+    }
+
     /// A pool of `size` connections, with `synchronous_commit` off when `async_commit`.
     pub async fn pool(&self, size: u32, async_commit: bool) -> anyhow::Result<PgPool> {
         let mut options: PgConnectOptions = self.url.parse()?;

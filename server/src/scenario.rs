@@ -2,6 +2,10 @@
 //! a worker process killed with SIGKILL at a failpoint (or, after destination acceptance, by
 //! the harness), then a fresh worker process recovering — judged from outside by comparing the
 //! destination's own ledger with Z29C's receipts, step states and invariants.
+//!
+//! Beside the fault points: answers timed around the adapters' deadline, and named scenarios —
+//! PostgreSQL crashing under a running worker, a backup restored after the live system went
+//! on, recovery by code whose newest definition is v2, and the seeds' first duplicate.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -20,6 +24,24 @@ const TIMINGS_MS: [u64; 5] = [500, 900, 1_000, 1_100, 1_500];
 /// Killed by the harness once the destination committed, before any answer.
 const AFTER_ACCEPTANCE: &str = "after_acceptance_before_response";
 
+/// PostgreSQL crashes and restarts under a running worker, which carries on.
+const DATABASE_RESTART: &str = "database_restart";
+
+/// A backup taken mid-run, the live system carried on, then the backup restored,
+/// `z29c check --before-resume`, and workers resumed.
+const RESTORE: &str = "restore_from_backup";
+
+/// Workflows started under definition v1, the worker killed after the destination accepted,
+/// and recovery by code whose newest definition is v2.
+const RECOVERED_BY_V2: &str = "recovered_by_v2";
+
+/// The seeds' first duplicate: the destination accepts and answers after the worker's
+/// deadline, while a second worker process stands by.
+const SEEDS_DUPLICATE: &str = "seeds_duplicate_delivery";
+
+/// The named scenarios beyond the fault points and the timing sweep.
+const NAMED: [&str; 4] = [DATABASE_RESTART, RESTORE, RECOVERED_BY_V2, SEEDS_DUPLICATE];
+
 /// Settings of `z29c scenario matrix`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct MatrixArgs {
@@ -35,7 +57,8 @@ pub struct MatrixArgs {
     /// Print the verdicts as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Run with a deliberately broken recovery rule (`resend_opaque`): the matrix must fail.
+    /// Run with a deliberately broken recovery rule (`resend_opaque`, `regenerate_with_newest`,
+    /// `resume_blind`): the scenarios it concerns must fail.
     #[arg(long)]
     pub break_rule: Option<String>,
 }
@@ -62,6 +85,7 @@ pub async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
         std::iter::once(AFTER_ACCEPTANCE.to_owned())
             .chain(engine::failpoint::POINTS.iter().map(|p| (*p).to_owned()))
             .chain(TIMINGS_MS.iter().map(|ms| format!("{TIMING}{ms}ms")))
+            .chain(NAMED.iter().map(|p| (*p).to_owned()))
             .collect()
     } else {
         args.points.clone()
@@ -94,10 +118,14 @@ pub async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
             };
             if !args.json {
                 eprintln!(
-                    "{:<11} {:<36} {:<8} {}",
+                    "{:<11} {:<36} {:<9} {}",
                     verdict.kind,
                     verdict.point,
-                    if verdict.reached { "killed" } else { "—" },
+                    if verdict.reached {
+                        what_happened(&verdict.point)
+                    } else {
+                        "—"
+                    },
                     if verdict.violations.is_empty() {
                         "ok".to_owned()
                     } else {
@@ -116,18 +144,17 @@ pub async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
     } else {
         println!();
         println!(
-            "{:<11} {:<36} {:<8} {:>6}  verdict",
-            "kind", "fault point", "kill", "secs"
+            "{:<11} {:<36} {:<9} {:>6}  verdict",
+            "kind", "scenario", "fault", "secs"
         );
         for v in &verdicts {
             println!(
-                "{:<11} {:<36} {:<8} {:>6.1}  {}",
+                "{:<11} {:<36} {:<9} {:>6.1}  {}",
                 v.kind,
                 v.point,
                 match (v.applicable, v.reached) {
                     (false, _) => "n/a",
-                    (true, true) if v.point.starts_with(TIMING) => "timed",
-                    (true, true) => "killed",
+                    (true, true) => what_happened(&v.point),
                     (true, false) => "not hit",
                 },
                 v.seconds,
@@ -145,6 +172,17 @@ pub async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// What the harness did to the scenario once it reached its point.
+fn what_happened(point: &str) -> &'static str {
+    match point {
+        p if p.starts_with(TIMING) => "timed",
+        DATABASE_RESTART => "restarted",
+        RESTORE => "restored",
+        SEEDS_DUPLICATE => "late",
+        _ => "killed",
+    }
 }
 
 async fn database(
@@ -186,7 +224,7 @@ async fn run_one(
             violations: Vec::new(),
         });
     }
-    let (url, pool) = database(db, admin, name).await?;
+    let (url, mut pool) = database(db, admin, name).await?;
     engine::db::MIGRATOR.run(&pool).await?;
     let (_, dpool) = database(db, admin, &format!("{name}_dest")).await?;
     destinations::migrate(&dpool).await?;
@@ -207,7 +245,8 @@ async fn run_one(
             engine::intake::NewWorkflow {
                 creation_key: format!("{name}-{n}"),
                 definition: engine::definition::DOCUMENT_DELIVERY.into(),
-                version: None,
+                // As the previous deployment, which knew only v1, started them.
+                version: (point == RECOVERED_BY_V2).then_some(1),
                 input: serde_json::json!({"adapter": "docs", "recipient": format!("r-{n}"),
                     "document": {"title": format!("Scenario {n}"), "body": "fault"}}),
             },
@@ -256,36 +295,131 @@ async fn run_one(
                 run_publisher(&url, None, Duration::from_secs(3)).await?;
             }
         }
+        DATABASE_RESTART => {
+            let cluster = db.cluster().context(
+                "a database restart needs the harness's own cluster: unset DATABASE_URL",
+            )?;
+            // Slow answers, so calls are in flight when the server goes down.
+            delay_deliveries(&destination, 400, args.workflows * 2)?;
+            let mut accepted = destination.effects();
+            let mut child = worker_command(&url, None, args)?.spawn()?;
+            let seen = tokio::time::timeout(Duration::from_secs(30), accepted.recv()).await;
+            cluster.crash_restart().await?;
+            // The same worker process carries on once the server is back.
+            let exited = until_settled(&mut child, Some(&pool), Duration::from_secs(60)).await?;
+            stop(&mut child).await;
+            reached = matches!(seen, Ok(Ok(_)));
+            if let Some(status) = exited {
+                return Ok(Verdict {
+                    kind: kind.to_owned(),
+                    point: point.to_owned(),
+                    reached,
+                    applicable: true,
+                    seconds: 0.0,
+                    violations: vec![format!(
+                        "the worker process ended ({status}) when the database restarted"
+                    )],
+                });
+            }
+        }
+        RESTORE => {
+            let cluster = db.cluster().context(
+                "a restore needs the harness's own cluster (pg_dump, pg_restore): unset DATABASE_URL",
+            )?;
+            delay_deliveries(&destination, 300, args.workflows * 2)?;
+            let mut accepted = destination.effects();
+            let mut child = worker_command(&url, None, args)?.spawn()?;
+            let _ = tokio::time::timeout(Duration::from_secs(30), accepted.recv()).await;
+            // The backup, taken while the live system works on.
+            let dir = tempfile::tempdir()?;
+            let backup = dir.path().join("backup.dump");
+            run_program(
+                cluster.program("pg_dump"),
+                &["--format=custom", "--file", &backup.to_string_lossy(), &url],
+            )
+            .await?;
+            // The live system finishes everything it can, then stops: the destination keeps it all.
+            until_settled(&mut child, Some(&pool), Duration::from_secs(60)).await?;
+            stop(&mut child).await;
+            pool.close().await;
+            sqlx::query(&format!("drop database {name} with (force)"))
+                .execute(admin)
+                .await?;
+            sqlx::query(&format!("create database {name}"))
+                .execute(admin)
+                .await?;
+            run_program(
+                cluster.program("pg_restore"),
+                &[
+                    "--no-owner",
+                    "--exit-on-error",
+                    "--dbname",
+                    &url,
+                    &backup.to_string_lossy(),
+                ],
+            )
+            .await?;
+            pool = PgPoolOptions::new()
+                .max_connections(8)
+                .connect(&url)
+                .await?;
+            // The restore rewound steps the live system had finished.
+            let rewound: i64 = sqlx::query_scalar(
+                "select count(*) from step where kind <> 'pure' and state <> 'succeeded'",
+            )
+            .fetch_one(&pool)
+            .await?;
+            reached = rewound > 0;
+            let mut check = tokio::process::Command::new(std::env::current_exe()?);
+            check
+                .args(["check", "--before-resume"])
+                .env("DATABASE_URL", &url)
+                .env("RUST_LOG", "warn")
+                .stdout(std::process::Stdio::null());
+            if let Some(rule) = &args.break_rule {
+                check.env("Z29C_BREAK_RULE", rule);
+            }
+            let status = check.status().await?;
+            anyhow::ensure!(
+                status.success(),
+                "`z29c check --before-resume` found violations in the restored database ({status})"
+            );
+        }
+        SEEDS_DUPLICATE => {
+            // Accepted, then answered well after the 1,000 ms deadline; two worker processes.
+            delay_deliveries(&destination, 2_500, args.workflows)?;
+            let mut first = worker_command(&url, None, args)?.spawn()?;
+            let mut second = worker_command(&url, None, args)?.spawn()?;
+            until_settled(&mut first, Some(&pool), Duration::from_secs(60)).await?;
+            stop(&mut first).await;
+            stop(&mut second).await;
+            let unknown: i64 = sqlx::query_scalar(
+                "select count(*) from attempt where outcome = 'outcome_unknown'",
+            )
+            .fetch_one(&pool)
+            .await?;
+            reached = unknown > 0;
+        }
         p if p.starts_with(TIMING) => {
             let ms: u64 = p[TIMING.len()..]
                 .trim_end_matches("ms")
                 .parse()
                 .context("a timing point is response_at_<ms>ms")?;
-            destination.set_faults(FaultPlan::rules([FaultRule::new(
-                Operation::Deliver,
-                Match::Any,
-                Fault::DelayResponse { ms },
-            )
-            .times(u32::try_from(args.workflows * 2).unwrap_or(2))]))?;
+            delay_deliveries(&destination, ms, args.workflows * 2)?;
             // Nothing to kill: every answer lands around the deadline, and the workers settle it.
             reached = true;
         }
         _ => {
             let delay = match point {
-                AFTER_ACCEPTANCE => Some(10_000),
+                AFTER_ACCEPTANCE | RECOVERED_BY_V2 => Some(10_000),
                 // A lookup happens only after an unknown outcome.
                 "during_status_query" => Some(1_500),
                 _ => None,
             };
             if let Some(ms) = delay {
-                destination.set_faults(FaultPlan::rules([FaultRule::new(
-                    Operation::Deliver,
-                    Match::Any,
-                    Fault::DelayResponse { ms },
-                )
-                .times(u32::try_from(args.workflows).unwrap_or(1))]))?;
+                delay_deliveries(&destination, ms, args.workflows)?;
             }
-            if point == AFTER_ACCEPTANCE {
+            if matches!(point, AFTER_ACCEPTANCE | RECOVERED_BY_V2) {
                 reached = kill_on_acceptance(&url, args, &destination).await?;
                 destination.clear_faults();
             } else {
@@ -297,6 +431,7 @@ async fn run_one(
     // A fresh worker recovers (the lease of the killed one expires first).
     run_worker(&url, None, args, Duration::from_secs(60), Some(&pool)).await?;
     let mut violations = judge(&pool, &destination, kind_of, &workflows).await?;
+    violations.extend(expectations(&pool, point, kind_of, &workflows).await?);
     if !reached {
         violations.push("the fault point was never reached: the scenario tested nothing".into());
     }
@@ -309,6 +444,98 @@ async fn run_one(
         seconds: 0.0,
         violations,
     })
+}
+
+/// What a named scenario expects beyond the common verdict.
+async fn expectations(
+    pool: &PgPool,
+    point: &str,
+    kind: Kind,
+    workflows: &[Uuid],
+) -> anyhow::Result<Vec<String>> {
+    let mut violations = Vec::new();
+    match point {
+        RECOVERED_BY_V2 => {
+            let other: i64 = sqlx::query_scalar(
+                "select count(*) from receipt where workflow_id = any($1) and definition_version <> 1",
+            )
+            .bind(workflows)
+            .fetch_one(pool)
+            .await?;
+            if other > 0 {
+                violations.push(format!(
+                    "{other} receipt(s) of v1 workflows name another definition version"
+                ));
+            }
+        }
+        SEEDS_DUPLICATE if kind == Kind::Opaque => {
+            let waiting: i64 = sqlx::query_scalar(
+                "select count(*) from step where workflow_id = any($1) and logical = 'deliver'
+                 and state = 'review_required'",
+            )
+            .bind(workflows)
+            .fetch_one(pool)
+            .await?;
+            if waiting != i64::try_from(workflows.len())? {
+                violations.push(format!(
+                    "{waiting} of {} late-answered opaque deliveries wait for review",
+                    workflows.len()
+                ));
+            }
+        }
+        _ => {}
+    }
+    Ok(violations)
+}
+
+/// Delays the destination's answer to the next `times` deliveries by `ms`.
+fn delay_deliveries(destination: &RunningDestination, ms: u64, times: usize) -> anyhow::Result<()> {
+    destination.set_faults(FaultPlan::rules([FaultRule::new(
+        Operation::Deliver,
+        Match::Any,
+        Fault::DelayResponse { ms },
+    )
+    .times(u32::try_from(times).unwrap_or(u32::MAX))]))?;
+    Ok(())
+}
+
+/// Runs a PostgreSQL client program to completion.
+async fn run_program(program: std::path::PathBuf, args: &[&str]) -> anyhow::Result<()> {
+    let output = tokio::process::Command::new(&program)
+        .args(args)
+        .output()
+        .await
+        .with_context(|| format!("running {}", program.display()))?;
+    anyhow::ensure!(
+        output.status.success(),
+        "{} failed: {}",
+        program.display(),
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+    Ok(())
+}
+
+/// Waits, with `child` running, until every workflow in `settled_in` has settled or `limit`
+/// passes; returns how the child ended if it did meanwhile.
+async fn until_settled(
+    child: &mut tokio::process::Child,
+    settled_in: Option<&PgPool>,
+    limit: Duration,
+) -> anyhow::Result<Option<std::process::ExitStatus>> {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        // Right after a restart the harness's own connections may still be failing.
+        if let Some(pool) = settled_in
+            && settled(pool).await.unwrap_or(false)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(None)
 }
 
 fn worker_command(
@@ -342,23 +569,23 @@ async fn run_worker(
     settled_in: Option<&PgPool>,
 ) -> anyhow::Result<bool> {
     let mut child = worker_command(url, failpoint, args)?.spawn()?;
-    let until = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(std::os::unix::process::ExitStatusExt::signal(&status) == Some(9));
+    supervise(&mut child, settled_in, limit).await
+}
+
+/// Watches `child` until it ends (true when by SIGKILL, as a failpoint ends it), or until
+/// every workflow in `settled_in` has settled or `limit` passes (false, and it is stopped).
+async fn supervise(
+    child: &mut tokio::process::Child,
+    settled_in: Option<&PgPool>,
+    limit: Duration,
+) -> anyhow::Result<bool> {
+    Ok(match until_settled(child, settled_in, limit).await? {
+        Some(status) => std::os::unix::process::ExitStatusExt::signal(&status) == Some(9),
+        None => {
+            stop(child).await;
+            false
         }
-        if let Some(pool) = settled_in
-            && settled(pool).await?
-        {
-            stop(&mut child).await;
-            return Ok(false);
-        }
-        if Instant::now() >= until {
-            stop(&mut child).await;
-            return Ok(false);
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
 }
 
 /// Runs `z29c serve --no-workers` (the outbox publisher) for a while, or until killed.
@@ -379,15 +606,7 @@ async fn run_publisher(
         command.env("Z29C_FAILPOINT", point);
     }
     let mut child = command.spawn()?;
-    let until = Instant::now() + limit;
-    while Instant::now() < until {
-        if let Some(status) = child.try_wait()? {
-            return Ok(std::os::unix::process::ExitStatusExt::signal(&status) == Some(9));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    stop(&mut child).await;
-    Ok(false)
+    supervise(&mut child, None, limit).await
 }
 
 /// SIGKILLs a worker process as soon as the destination has committed a delivery.
@@ -578,12 +797,7 @@ pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
         engine::store::adapter::upsert(&pool, kind.as_str(), &destination.base_url(), &contract)
             .await?;
         // Some answers come after the deadline: unknown outcomes to recover from.
-        destination.set_faults(FaultPlan::rules([FaultRule::new(
-            Operation::Deliver,
-            Match::Any,
-            Fault::DelayResponse { ms: 1_500 },
-        )
-        .times(u32::try_from(args.workflows / 20).unwrap_or(1))]))?;
+        delay_deliveries(&destination, 1_500, args.workflows / 20)?;
         destinations.push((kind, destination));
     }
     let mut by_kind: Vec<Vec<Uuid>> = vec![Vec::new(); 3];
