@@ -749,6 +749,9 @@ pub struct SoakArgs {
     /// Milliseconds between random SIGKILLs (each victim is replaced at once).
     #[arg(long, default_value_t = 2_000)]
     pub kill_every: u64,
+    /// Also crash and restart PostgreSQL every this many milliseconds (workers carry on).
+    #[arg(long)]
+    pub restart_db_every: Option<u64>,
     /// Print the verdict as JSON.
     #[arg(long)]
     pub json: bool,
@@ -833,21 +836,39 @@ pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let mut kills = 0;
     let mut next_kill = Instant::now() + Duration::from_millis(args.kill_every);
+    let restart_every = args.restart_db_every.map(Duration::from_millis);
+    let mut next_restart = restart_every.map(|every| Instant::now() + every);
+    let mut restarts = 0;
     let total = i64::try_from(args.workflows)?;
+    let mut done = 0;
     loop {
-        let done: i64 = sqlx::query_scalar(
+        // Right after a restart the harness's own connections may still be failing.
+        if let Ok(now_done) = sqlx::query_scalar::<_, i64>(
             "select count(*) from workflow where state in ('completed', 'needs_review', 'cancelled')",
         )
         .fetch_one(&pool)
-        .await?;
+        .await
+        {
+            done = now_done;
+        }
         if !args.json {
             eprint!(
-                "\rsoak: {done}/{total} workflows settled, {kills} worker(s) killed, {:.0} s   ",
+                "\rsoak: {done}/{total} workflows settled, {kills} worker(s) killed, {restarts} database restart(s), {:.0} s   ",
                 started.elapsed().as_secs_f64()
             );
         }
-        if done >= total && settled(&pool).await? {
+        if done >= total && settled(&pool).await.unwrap_or(false) {
             break;
+        }
+        if let (Some(at), Some(every)) = (next_restart, restart_every)
+            && Instant::now() >= at
+        {
+            db.cluster()
+                .context("--restart-db-every needs the harness's own cluster: unset DATABASE_URL")?
+                .crash_restart()
+                .await?;
+            restarts += 1;
+            next_restart = Some(Instant::now() + every);
         }
         anyhow::ensure!(
             started.elapsed() < Duration::from_secs(1_800),
@@ -890,7 +911,7 @@ pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
         println!(
             "{}",
             serde_json::json!({"seed": args.seed, "workflows": args.workflows, "workers": args.workers,
-                "kills": kills, "seconds": seconds, "effects": effects, "waiting_for_review": waiting,
+                "kills": kills, "database_restarts": restarts, "seconds": seconds, "effects": effects, "waiting_for_review": waiting,
                 "violations": violations})
         );
     } else {
@@ -900,7 +921,7 @@ pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
             args.seed, args.workflows, args.workers, args.kill_every
         );
         println!(
-            "workers killed {kills}  time {seconds:.0} s  deliveries at the destinations {effects}  steps waiting for review {waiting}"
+            "workers killed {kills}  database restarts {restarts}  time {seconds:.0} s  deliveries at the destinations {effects}  steps waiting for review {waiting}"
         );
         println!("violations {}", violations.len());
         for v in violations.iter().take(20) {
