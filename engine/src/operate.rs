@@ -129,6 +129,9 @@ pub struct Locked {
     pub leased_until: Option<chrono::DateTime<chrono::Utc>>,
     pub last_lookup: Option<LookupAnswer>,
     pub request_prepared: bool,
+    /// The request identity is persisted (not only regenerable after a restore).
+    pub request_bound: bool,
+    pub contract_version: Option<i32>,
     pub open_incident: bool,
 }
 
@@ -165,7 +168,10 @@ pub async fn facts(conn: &mut PgConnection, id: Uuid, lock: bool) -> sqlx::Resul
                   case when s.lease_expires_at > now() then s.lease_expires_at end
                       as "leased_until: chrono::DateTime<chrono::Utc>",
                   rc.external_reference as "receipt_reference?",
-                  q.request_key is not null as "request_prepared!",
+                  -- Bound, or restored: a request the live system may have sent after the backup,
+                  -- regenerated identically when evidence of it is attached.
+                  (q.request_key is not null or s.restored_at is not null) as "request_prepared!",
+                  q.request_key is not null as "request_bound!", a.contract_version as "contract_version?",
                   (select o.body from observation o
                     where o.step_id = s.id and o.kind = 'lookup'
                       and o.observed_at >= coalesce(q.last_sent_at, '-infinity')
@@ -198,6 +204,8 @@ pub async fn facts(conn: &mut PgConnection, id: Uuid, lock: bool) -> sqlx::Resul
         leased_until: r.leased_until,
         last_lookup: r.last_lookup.and_then(|b| crate::review::lookup_answer(&b)),
         request_prepared: r.request_prepared,
+        request_bound: r.request_bound,
+        contract_version: r.contract_version,
         open_incident: r.open_incident,
     }))
 }
@@ -308,6 +316,9 @@ pub async fn perform(pool: &PgPool, request: Request<'_>) -> Result<Done, Action
             let external_reference = required("The external reference", external_reference, 200)?;
             let evidence = required("Evidence", evidence, 4000)?;
             let key = locked.request_key.as_deref().unwrap_or_default();
+            if !locked.request_bound {
+                bind_restored_request(&mut tx, request.step, &locked).await?;
+            }
             let receipt = NewReceipt {
                 step: request.step,
                 request_key: key,
@@ -585,6 +596,22 @@ pub async fn request_withdrawal(
     .execute(conn)
     .await?;
     Ok(id)
+}
+
+/// A step restored from a backup taken before its call has no persisted request identity;
+/// evidence of the delivery the live system made names the regenerated request, bound now.
+async fn bind_restored_request(
+    tx: &mut PgConnection,
+    step_id: Uuid,
+    locked: &Locked,
+) -> Result<(), ActionError> {
+    let step = step::lease_for_operator(tx, step_id, "evidence", 30.0)
+        .await?
+        .ok_or(ActionError::NotFound)?;
+    let key = crate::domain::RequestKey::from(locked.request_key.clone().unwrap_or_default());
+    crate::worker::bind_regenerated(tx, &step, &key, locked.contract_version.unwrap_or(0))
+        .await
+        .map_err(|e| ActionError::Worker(e.to_string()))
 }
 
 /// *Check destination*: leases the step to the operator, asks the destination by client

@@ -478,35 +478,6 @@ impl Worker {
             })
     }
 
-    /// Regenerates the request from the immutable inputs (recovery compares it with the bound one).
-    async fn prepare(
-        &self,
-        conn: &mut PgConnection,
-        step: &Claimed,
-        key: &RequestKey,
-    ) -> Result<PreparedRequest, WorkerError> {
-        if let Some(target) = &step.withdraws {
-            return Ok(definition::withdrawal_request(key.as_str(), target));
-        }
-        let input = parse_input(step)?;
-        let deps = step::dependency_facts(conn, step.workflow_id).await?;
-        // The harness's broken rule: recovery regenerates the request under the newest
-        // definition instead of the one the workflow started with.
-        let version = if step.state == StepState::OutcomeUnknown
-            && crate::failpoint::broken("regenerate_with_newest")
-        {
-            definition::DOCUMENT_DELIVERY_VERSIONS[definition::DOCUMENT_DELIVERY_VERSIONS.len() - 1]
-        } else {
-            step.definition_version
-        };
-        definition::prepare_request(version, &step.logical, key.as_str(), &input, &deps).map_err(
-            |source| WorkerError::Definition {
-                step: step.id,
-                source,
-            },
-        )
-    }
-
     /// Checkpoints 2–6 for an attempt already recorded.
     async fn invoke(&self, step: &Claimed, attempt: Uuid) -> Result<StepReport, WorkerError> {
         let (adapter, contract_version) = self.adapters.get(step)?;
@@ -515,7 +486,7 @@ impl Worker {
 
         // Checkpoints 2 and 3: authority, then the request identity, before any byte is sent.
         let mut tx = self.pool.begin().await?;
-        let prepared = self.prepare(&mut tx, step, &key).await?;
+        let prepared = prepare(&mut tx, step, &key).await?;
         let adapter_name = step.adapter.as_deref().unwrap_or_default();
         if let Some(reason) =
             step::authority_check(&mut tx, step.id, attempt, adapter_name, &input.recipient).await?
@@ -711,22 +682,10 @@ impl Worker {
         summary: &Value,
     ) -> Result<StepState, WorkerError> {
         // Found by a lookup after a restore older than the request identity: the regenerated
-        // request the lookup compared is the one the receipt names, so it is bound now.
-        if method == "status_query" && step::request_identity(tx, key.as_str()).await?.is_none() {
-            let prepared = self.prepare(tx, step, key).await?;
+        // request the lookup compared is the one the receipt names.
+        if method == "status_query" {
             let (_, contract_version) = self.adapters.get(step)?;
-            step::bind_request(
-                tx,
-                &step::RequestIdentity {
-                    key: key.as_str(),
-                    step: step.id,
-                    digest: prepared.request_digest.as_str(),
-                    summary: &prepared.body,
-                    adapter: step.adapter.as_deref().unwrap_or_default(),
-                    contract_version,
-                },
-            )
-            .await?;
+            bind_regenerated(tx, step, key, contract_version).await?;
         }
         let receipt = NewReceipt {
             step: step.id,
@@ -980,7 +939,7 @@ impl Worker {
                 // Restored from a backup older than the request identity: regenerate the request,
                 // and count the time since the step was found, less a deadline, as the index's.
                 None => {
-                    let prepared = self.prepare(&mut conn, step, key).await?;
+                    let prepared = prepare(&mut conn, step, key).await?;
                     let found = step
                         .unknown_since
                         .map_or(0, |at| (chrono::Utc::now() - at).num_milliseconds());
@@ -1081,6 +1040,62 @@ impl Worker {
         tx.commit().await?;
         self.invoke(step, attempt).await
     }
+}
+
+/// Regenerates the request from the immutable inputs (recovery compares it with the bound one).
+pub async fn prepare(
+    conn: &mut PgConnection,
+    step: &Claimed,
+    key: &RequestKey,
+) -> Result<PreparedRequest, WorkerError> {
+    if let Some(target) = &step.withdraws {
+        return Ok(definition::withdrawal_request(key.as_str(), target));
+    }
+    let input = parse_input(step)?;
+    let deps = step::dependency_facts(conn, step.workflow_id).await?;
+    // The harness's broken rule: recovery regenerates the request under the newest
+    // definition instead of the one the workflow started with.
+    let version = if step.state == StepState::OutcomeUnknown
+        && crate::failpoint::broken("regenerate_with_newest")
+    {
+        definition::DOCUMENT_DELIVERY_VERSIONS[definition::DOCUMENT_DELIVERY_VERSIONS.len() - 1]
+    } else {
+        step.definition_version
+    };
+    definition::prepare_request(version, &step.logical, key.as_str(), &input, &deps).map_err(
+        |source| WorkerError::Definition {
+            step: step.id,
+            source,
+        },
+    )
+}
+
+/// Binds the regenerated request to `key` where no identity was persisted: a step restored
+/// from a backup taken before its call, now proven by a lookup or by an operator's evidence.
+/// Regeneration is deterministic, so this is the request the live system sent.
+pub async fn bind_regenerated(
+    conn: &mut PgConnection,
+    step: &Claimed,
+    key: &RequestKey,
+    contract_version: i32,
+) -> Result<(), WorkerError> {
+    if step::request_identity(conn, key.as_str()).await?.is_some() {
+        return Ok(());
+    }
+    let prepared = prepare(conn, step, key).await?;
+    step::bind_request(
+        conn,
+        &step::RequestIdentity {
+            key: key.as_str(),
+            step: step.id,
+            digest: prepared.request_digest.as_str(),
+            summary: &prepared.body,
+            adapter: step.adapter.as_deref().unwrap_or_default(),
+            contract_version,
+        },
+    )
+    .await?;
+    Ok(())
 }
 
 fn settled_state(settle: Settle) -> StepState {

@@ -219,6 +219,38 @@ async fn after_a_restore_an_opaque_step_the_backup_saw_ready_or_waiting_is_never
             .unwrap();
     assert!(restored.is_some());
     assert_eq!(h.step(w, "notify").await.0, "blocked");
+
+    // The operator finds the delivery the live system made and attaches it: the receipt names
+    // the request regenerated exactly as it was sent. Notify, released, starts as outcome
+    // unknown, and an opaque adapter can only ask a person.
+    let approver = engine::operators::Operator {
+        id: Uuid::nil(),
+        username: "restore-test".into(),
+        role: engine::domain::Role::Approver,
+    };
+    let deliver = step_id(&pool, w, "deliver").await;
+    engine::operate::perform(
+        &pool,
+        engine::operate::Request {
+            operator: &approver,
+            step: deliver,
+            seen_version: None,
+            reason: "found in the destination's console after the restore",
+            action: engine::operate::Action::AttachEvidence {
+                external_reference: "dlv-live".into(),
+                evidence: "the destination's console lists it".into(),
+            },
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        h.receipt(w, "deliver").await.unwrap(),
+        ("manual_evidence".to_owned(), "dlv-live".to_owned())
+    );
+    assert_eq!(h.step(w, "notify").await.0, "outcome_unknown");
+    h.drive_until(w, "notify", "review_required").await;
+    assert!(h.ledger().await.deliveries.is_empty());
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]

@@ -135,7 +135,8 @@ pub struct StepFacts<'a> {
     pub contract: &'a SideEffectContract,
     /// The latest lookup answer since the request was last sent.
     pub last_lookup: Option<&'a LookupAnswer>,
-    /// A request identity has been persisted (the step reached `invoking` at least once).
+    /// A request identity has been persisted (the step reached `invoking` at least once), or
+    /// the step was restored from a backup and its request can be regenerated.
     pub request_prepared: bool,
     /// The step has an open duplicate-effect (integrity) incident.
     pub open_incident: bool,
@@ -164,7 +165,8 @@ pub fn permitted_actions(facts: &StepFacts<'_>) -> Vec<OperatorAction> {
                 }
                 ContractKind::Opaque => {}
             }
-            // A manual receipt names the request it proves; none was ever prepared here.
+            // A manual receipt names the request it proves: one persisted before the call, or
+            // (after a restore) one regenerated exactly as the live system sent it.
             if facts.request_prepared {
                 actions.push(A::AttachEvidence);
             }
