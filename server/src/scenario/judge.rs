@@ -1,0 +1,88 @@
+//! The verdict from outside: a destination's own ledger against Z29C's receipts and states.
+
+use destinations::{Kind, RunningDestination};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// An external step as judged: logical name, state, request key, kind, receipt's reference.
+type StepRow = (String, String, Option<String>, String, Option<String>);
+
+/// The verdict from outside: the destination's ledger against Z29C's receipts and states.
+pub(super) async fn judge(
+    pool: &PgPool,
+    destination: &RunningDestination,
+    kind: Kind,
+    workflows: &[Uuid],
+) -> anyhow::Result<Vec<String>> {
+    let mut violations = Vec::new();
+    let ledger = destination.ledger().await?;
+    let found: i64 = sqlx::query_scalar("select count(*) from workflow where id = any($1)")
+        .bind(workflows)
+        .fetch_one(pool)
+        .await?;
+    if found != i64::try_from(workflows.len())? {
+        violations.push(format!(
+            "{} accepted workflow(s) lost",
+            workflows.len() as i64 - found
+        ));
+    }
+    let steps: Vec<StepRow> = sqlx::query_as(
+        "select s.logical, s.state::text, s.request_key, s.kind::text, r.external_reference
+         from step s left join receipt r on r.id = s.receipt_id
+         where s.workflow_id = any($1) and s.kind <> 'pure'",
+    )
+    .bind(workflows)
+    .fetch_all(pool)
+    .await?;
+    for (logical, state, key, step_kind, receipt) in steps {
+        let key = key.unwrap_or_default();
+        let effects: Vec<&String> = if step_kind == "compensation" {
+            ledger
+                .withdrawals
+                .iter()
+                .filter(|w| w.idempotency_key == key)
+                .map(|w| &w.withdrawal_reference)
+                .collect()
+        } else {
+            ledger
+                .deliveries
+                .iter()
+                .filter(|d| d.client_reference == key)
+                .map(|d| &d.external_reference)
+                .collect()
+        };
+        let settled_by_receipt = state == "succeeded" && receipt.is_some();
+        let provable = kind != Kind::Opaque;
+        if provable && !settled_by_receipt && step_kind != "compensation" {
+            violations.push(format!(
+                "{logical} {key} is {state} without a receipt under a {kind} destination"
+            ));
+        }
+        if effects.len() > 1 {
+            violations.push(format!(
+                "{logical} {key}: {} effects at the destination",
+                effects.len()
+            ));
+        }
+        if let Some(reference) = &receipt
+            && step_kind != "compensation"
+            && !effects.contains(&reference)
+        {
+            violations.push(format!(
+                "{logical} {key}: receipt names {reference}, the destination holds {effects:?}"
+            ));
+        }
+        if !settled_by_receipt
+            && !matches!(
+                state.as_str(),
+                "review_required" | "blocked" | "cancelled" | "waived"
+            )
+        {
+            violations.push(format!("{logical} {key} left {state}"));
+        }
+    }
+    for v in engine::invariants::check(pool).await? {
+        violations.push(format!("invariant {}: {}", v.kind, v.subject));
+    }
+    Ok(violations)
+}

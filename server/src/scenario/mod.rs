@@ -1,0 +1,53 @@
+//! `z29c scenario matrix`: every fault point × every destination kind, each as real processes —
+//! a worker process killed with SIGKILL at a failpoint (or, after destination acceptance, by
+//! the harness), then a fresh worker process recovering — judged from outside by comparing the
+//! destination's own ledger with Z29C's receipts, step states and invariants.
+//!
+//! Beside the fault points: answers timed around the adapters' deadline, and named scenarios —
+//! PostgreSQL crashing under a running worker, a backup restored after the live system went
+//! on, recovery by code whose newest definition is v2, and the seeds' first duplicate.
+
+mod judge;
+mod matrix;
+mod processes;
+mod soak;
+
+pub use matrix::{MatrixArgs, matrix};
+pub use soak::{SoakArgs, soak};
+
+use anyhow::Context;
+use destinations::{Fault, FaultPlan, FaultRule, Match, Operation, RunningDestination};
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+/// Creates database `name` on the harness's server; returns its URL and a pool.
+async fn database(
+    db: &crate::bench::BenchDatabase,
+    admin: &PgPool,
+    name: &str,
+) -> anyhow::Result<(String, PgPool)> {
+    sqlx::query(&format!("create database {name}"))
+        .execute(admin)
+        .await?;
+    let options: PgConnectOptions = db.url.parse::<PgConnectOptions>()?.database(name);
+    let pool = PgPoolOptions::new()
+        .max_connections(8)
+        .connect_with(options)
+        .await?;
+    let url = {
+        let (base, _) = db.url.rsplit_once('/').context("a database URL")?;
+        format!("{base}/{name}")
+    };
+    Ok((url, pool))
+}
+
+/// Delays the destination's answer to the next `times` deliveries by `ms`.
+fn delay_deliveries(destination: &RunningDestination, ms: u64, times: usize) -> anyhow::Result<()> {
+    destination.set_faults(FaultPlan::rules([FaultRule::new(
+        Operation::Deliver,
+        Match::Any,
+        Fault::DelayResponse { ms },
+    )
+    .times(u32::try_from(times).unwrap_or(u32::MAX))]))?;
+    Ok(())
+}

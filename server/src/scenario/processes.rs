@@ -1,0 +1,159 @@
+//! The worker processes a scenario runs, watches and kills.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use destinations::RunningDestination;
+use sqlx::PgPool;
+
+/// Runs a PostgreSQL client program to completion.
+pub(super) async fn run_program(program: std::path::PathBuf, args: &[&str]) -> anyhow::Result<()> {
+    let output = tokio::process::Command::new(&program)
+        .args(args)
+        .output()
+        .await
+        .with_context(|| format!("running {}", program.display()))?;
+    anyhow::ensure!(
+        output.status.success(),
+        "{} failed: {}",
+        program.display(),
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+    Ok(())
+}
+
+/// Waits, with `child` running, until every workflow in `settled_in` has settled or `limit`
+/// passes; returns how the child ended if it did meanwhile.
+pub(super) async fn until_settled(
+    child: &mut tokio::process::Child,
+    settled_in: Option<&PgPool>,
+    limit: Duration,
+) -> anyhow::Result<Option<std::process::ExitStatus>> {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        // Right after a restart the harness's own connections may still be failing.
+        if let Some(pool) = settled_in
+            && settled(pool).await.unwrap_or(false)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(None)
+}
+
+pub(super) fn worker_command(
+    url: &str,
+    failpoint: Option<&str>,
+    break_rule: Option<&str>,
+) -> anyhow::Result<tokio::process::Command> {
+    let mut command = tokio::process::Command::new(std::env::current_exe()?);
+    command
+        .args(["worker", "--lease-secs", "2", "--concurrency", "4"])
+        .env("DATABASE_URL", url)
+        .env("RUST_LOG", "warn")
+        .env_remove("Z29C_FAILPOINT")
+        .kill_on_drop(true);
+    if let Some(point) = failpoint {
+        command.env("Z29C_FAILPOINT", point);
+    }
+    if let Some(rule) = break_rule {
+        command.env("Z29C_BREAK_RULE", rule);
+    }
+    Ok(command)
+}
+
+/// Runs a worker process: with a failpoint, until it is killed there (true) or `limit` passes
+/// (false); without one, until every workflow has settled (`settled_in` given) or `limit`.
+pub(super) async fn run_worker(
+    url: &str,
+    failpoint: Option<&str>,
+    break_rule: Option<&str>,
+    limit: Duration,
+    settled_in: Option<&PgPool>,
+) -> anyhow::Result<bool> {
+    let mut child = worker_command(url, failpoint, break_rule)?.spawn()?;
+    supervise(&mut child, settled_in, limit).await
+}
+
+/// Watches `child` until it ends (true when by SIGKILL, as a failpoint ends it), or until
+/// every workflow in `settled_in` has settled or `limit` passes (false, and it is stopped).
+pub(super) async fn supervise(
+    child: &mut tokio::process::Child,
+    settled_in: Option<&PgPool>,
+    limit: Duration,
+) -> anyhow::Result<bool> {
+    Ok(match until_settled(child, settled_in, limit).await? {
+        Some(status) => std::os::unix::process::ExitStatusExt::signal(&status) == Some(9),
+        None => {
+            stop(child).await;
+            false
+        }
+    })
+}
+
+/// Runs `z29c serve --no-workers` (the outbox publisher) for a while, or until killed.
+pub(super) async fn run_publisher(
+    url: &str,
+    failpoint: Option<&str>,
+    limit: Duration,
+) -> anyhow::Result<bool> {
+    let mut command = tokio::process::Command::new(std::env::current_exe()?);
+    command
+        .args(["serve", "--no-workers", "--addr", "127.0.0.1:0"])
+        .env("DATABASE_URL", url)
+        .env("RUST_LOG", "warn")
+        .env_remove("Z29C_FAILPOINT")
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true);
+    if let Some(point) = failpoint {
+        command.env("Z29C_FAILPOINT", point);
+    }
+    let mut child = command.spawn()?;
+    supervise(&mut child, None, limit).await
+}
+
+/// SIGKILLs a worker process as soon as the destination has committed a delivery.
+pub(super) async fn kill_on_acceptance(
+    url: &str,
+    break_rule: Option<&str>,
+    destination: &RunningDestination,
+) -> anyhow::Result<bool> {
+    let mut accepted = destination.effects();
+    let mut child = worker_command(url, None, break_rule)?.spawn()?;
+    let seen = tokio::time::timeout(Duration::from_secs(30), accepted.recv()).await;
+    child.start_kill()?;
+    let _ = child.wait().await;
+    Ok(matches!(seen, Ok(Ok(_))))
+}
+
+pub(super) async fn stop(child: &mut tokio::process::Child) {
+    if let Some(pid) = child.id() {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(0));
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    }
+    if tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .is_err()
+    {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
+}
+
+/// Nothing is left to do or in flight: every step settled or waits for a person.
+pub(super) async fn settled(pool: &PgPool) -> anyhow::Result<bool> {
+    let busy: i64 = sqlx::query_scalar(
+        "select count(*) from step s
+         where s.state in ('ready', 'running', 'invoking', 'outcome_unknown')
+            or (s.state = 'blocked' and not exists (
+                   select 1 from step p where p.workflow_id = s.workflow_id and p.logical = any(s.depends_on)
+                   and p.state in ('review_required', 'rejected', 'cancelled', 'waived')))",
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(busy == 0)
+}

@@ -1,0 +1,249 @@
+//! `z29c scenario soak`: many workflows, several worker processes, random kills.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use destinations::Kind;
+use uuid::Uuid;
+
+use super::judge::judge;
+use super::processes::{settled, stop, worker_command};
+use super::{database, delay_deliveries};
+
+/// Settings of `z29c scenario soak`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SoakArgs {
+    /// Seed of the kill schedule and the fault mix (the same seed, the same run).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Workflows, spread over the three destination kinds.
+    #[arg(long, default_value_t = 2_000)]
+    pub workflows: usize,
+    /// Worker processes running at once.
+    #[arg(long, default_value_t = 3)]
+    pub workers: usize,
+    /// Milliseconds between random SIGKILLs (each victim is replaced at once).
+    #[arg(long, default_value_t = 2_000)]
+    pub kill_every: u64,
+    /// Also crash and restart PostgreSQL every this many milliseconds (workers carry on).
+    #[arg(long)]
+    pub restart_db_every: Option<u64>,
+    /// Print the verdict as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One destination kind's line of the final table.
+#[derive(Debug, serde::Serialize)]
+struct KindRow {
+    kind: &'static str,
+    workflows: usize,
+    /// Deliveries the destination's own ledger holds.
+    deliveries: usize,
+    /// External steps settled by a receipt.
+    receipts: i64,
+    waiting_for_review: i64,
+    violations: usize,
+}
+
+/// `[#####·····]`: how much of `total` is done.
+fn progress_bar(done: i64, total: i64) -> String {
+    const WIDTH: i64 = 30;
+    let filled = if total > 0 {
+        (done.clamp(0, total) * WIDTH) / total
+    } else {
+        WIDTH
+    };
+    let filled = usize::try_from(filled).unwrap_or(0);
+    format!(
+        "[{}{}]",
+        "#".repeat(filled),
+        "·".repeat(usize::try_from(WIDTH).unwrap_or(0) - filled)
+    )
+}
+
+/// A small deterministic generator (xorshift64*), so a seed replays the same kills.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        usize::try_from(self.next() % (n.max(1) as u64)).unwrap_or(0)
+    }
+}
+
+/// `z29c scenario soak`: N workflows over the three destination kinds, P worker processes, one
+/// killed with SIGKILL every D ms and replaced, until every workflow has settled; then the same
+/// verdict as the matrix, over every workflow.
+pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
+    let mut rng = Rng(args.seed.max(1));
+    let db = crate::bench::BenchDatabase::open().await?;
+    let admin = db.pool(2, false).await?;
+    let name = format!("soak_{}", args.seed);
+    let (url, pool) = database(&db, &admin, &name).await?;
+    engine::db::MIGRATOR.run(&pool).await?;
+    let mut destinations = Vec::new();
+    for kind in [Kind::Idempotent, Kind::Queryable, Kind::Opaque] {
+        let (_, dpool) = database(&db, &admin, &format!("{name}_{kind}")).await?;
+        destinations::migrate(&dpool).await?;
+        let destination = destinations::spawn(
+            dpool,
+            destinations::Config {
+                visibility_window: Duration::from_millis(300),
+                ..destinations::Config::new(kind)
+            },
+        )
+        .await?;
+        let contract =
+            engine::contracts::declared(kind.as_str(), 1_000, 300, false).context("a kind")?;
+        engine::store::adapter::upsert(&pool, kind.as_str(), &destination.base_url(), &contract)
+            .await?;
+        // Some answers come after the deadline: unknown outcomes to recover from.
+        delay_deliveries(&destination, 1_500, args.workflows / 20)?;
+        destinations.push((kind, destination));
+    }
+    let mut by_kind: Vec<Vec<Uuid>> = vec![Vec::new(); 3];
+    for n in 0..args.workflows {
+        let k = rng.below(3);
+        let kind = destinations[k].0;
+        let started = engine::intake::start_workflow(
+            &pool,
+            engine::intake::NewWorkflow {
+                creation_key: format!("{name}-{n}"),
+                definition: engine::definition::DOCUMENT_DELIVERY.into(),
+                version: None,
+                input: serde_json::json!({"adapter": kind.as_str(), "recipient": format!("r-{n}"),
+                    "document": {"title": format!("Soak {n}"), "body": "soak"}}),
+            },
+            engine::store::journal::Actor::Engine("soak"),
+        )
+        .await?;
+        let (engine::intake::Started::Created(w) | engine::intake::Started::Existing(w)) = started;
+        by_kind[k].push(w.id);
+    }
+    let mut children = Vec::new();
+    for _ in 0..args.workers {
+        children.push(worker_command(&url, None, None)?.spawn()?);
+    }
+    let started = Instant::now();
+    let mut kills = 0;
+    let mut next_kill = Instant::now() + Duration::from_millis(args.kill_every);
+    let restart_every = args.restart_db_every.map(Duration::from_millis);
+    let mut next_restart = restart_every.map(|every| Instant::now() + every);
+    let mut restarts = 0;
+    let total = i64::try_from(args.workflows)?;
+    let mut done = 0;
+    loop {
+        // Right after a restart the harness's own connections may still be failing.
+        if let Ok(now_done) = sqlx::query_scalar::<_, i64>(
+            "select count(*) from workflow where state in ('completed', 'needs_review', 'cancelled')",
+        )
+        .fetch_one(&pool)
+        .await
+        {
+            done = now_done;
+        }
+        if !args.json {
+            eprint!(
+                "\r{} {done}/{total} workflows settled · {kills} worker(s) killed · {restarts} database restart(s) · {:.0} s ",
+                progress_bar(done, total),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        if done >= total && settled(&pool).await.unwrap_or(false) {
+            break;
+        }
+        if let (Some(at), Some(every)) = (next_restart, restart_every)
+            && Instant::now() >= at
+        {
+            db.cluster()
+                .context("--restart-db-every needs the harness's own cluster: unset DATABASE_URL")?
+                .crash_restart()
+                .await?;
+            restarts += 1;
+            next_restart = Some(Instant::now() + every);
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(1_800),
+            "the soak did not settle in 30 minutes"
+        );
+        if Instant::now() >= next_kill {
+            let victim = rng.below(children.len());
+            let _ = children[victim].start_kill();
+            let _ = children[victim].wait().await;
+            children[victim] = worker_command(&url, None, None)?.spawn()?;
+            kills += 1;
+            next_kill = Instant::now() + Duration::from_millis(args.kill_every);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for child in &mut children {
+        stop(child).await;
+    }
+    let mut violations = Vec::new();
+    let mut rows = Vec::new();
+    for (i, (kind, destination)) in destinations.iter().enumerate() {
+        let found = judge(&pool, destination, *kind, &by_kind[i]).await?;
+        let (receipts, waiting): (i64, i64) = sqlx::query_as(
+            "select count(*) filter (where receipt_id is not null),
+                    count(*) filter (where state = 'review_required')
+             from step where workflow_id = any($1) and kind <> 'pure'",
+        )
+        .bind(&by_kind[i])
+        .fetch_one(&pool)
+        .await?;
+        rows.push(KindRow {
+            kind: kind.as_str(),
+            workflows: by_kind[i].len(),
+            deliveries: destination.ledger().await?.deliveries.len(),
+            receipts,
+            waiting_for_review: waiting,
+            violations: found.len(),
+        });
+        violations.extend(found);
+    }
+    pool.close().await;
+    admin.close().await;
+    db.close().await?;
+    let seconds = started.elapsed().as_secs_f64();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({"seed": args.seed, "workflows": args.workflows, "workers": args.workers,
+                "kills": kills, "database_restarts": restarts, "seconds": seconds, "by_kind": rows,
+                "violations": violations})
+        );
+    } else {
+        eprintln!();
+        println!(
+            "seed {}  workflows {}  worker processes {}  kill every {} ms  workers killed {kills}  database restarts {restarts}  {seconds:.0} s",
+            args.seed, args.workflows, args.workers, args.kill_every
+        );
+        println!();
+        println!(
+            "{:<11} {:>9} {:>11} {:>9} {:>19} {:>11}",
+            "kind", "workflows", "deliveries", "receipts", "waiting for review", "violations"
+        );
+        for r in &rows {
+            println!(
+                "{:<11} {:>9} {:>11} {:>9} {:>19} {:>11}",
+                r.kind, r.workflows, r.deliveries, r.receipts, r.waiting_for_review, r.violations
+            );
+        }
+        for v in violations.iter().take(20) {
+            println!("  {v}");
+        }
+    }
+    Ok(if violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
