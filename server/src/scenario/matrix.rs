@@ -13,9 +13,10 @@ use uuid::Uuid;
 
 use super::judge::judge;
 use super::processes::{
-    kill_on_acceptance, run_program, run_publisher, run_worker, stop, until_settled, worker_command,
+    kill_on_acceptance, run_program, run_publisher, run_worker, stop, until_settled,
+    worker_command, worker_until_first_delivery,
 };
-use super::{database, delay_deliveries};
+use super::{database, delay_deliveries, destination};
 
 /// Answers delayed to around the adapter's 1,000 ms deadline: no kill, only timing.
 const TIMING: &str = "response_at_";
@@ -207,18 +208,8 @@ async fn run_one(
     }
     let (url, mut pool) = database(db, admin, name).await?;
     engine::db::MIGRATOR.run(&pool).await?;
-    let (_, dpool) = database(db, admin, &format!("{name}_dest")).await?;
-    destinations::migrate(&dpool).await?;
-    let destination = destinations::spawn(
-        dpool,
-        destinations::Config {
-            visibility_window: Duration::from_millis(300),
-            ..destinations::Config::new(kind_of)
-        },
-    )
-    .await?;
-    let contract = engine::contracts::declared(kind, 1_000, 300, false).context("a kind")?;
-    engine::store::adapter::upsert(&pool, "docs", &destination.base_url(), &contract).await?;
+    let destination =
+        destination(db, admin, &pool, &format!("{name}_dest"), kind_of, "docs").await?;
     let mut workflows = Vec::new();
     for n in 0..args.workflows {
         let started = engine::intake::start_workflow(
@@ -240,6 +231,7 @@ async fn run_one(
 
     // Bring each scenario to its fault point.
     let reached;
+    let mut violations = Vec::new();
     match point {
         "during_compensation_acceptance" | "during_outbox_publication" => {
             // Deliveries first, without faults, then the part under test.
@@ -282,25 +274,16 @@ async fn run_one(
             )?;
             // Slow answers, so calls are in flight when the server goes down.
             delay_deliveries(&destination, 400, args.workflows * 2)?;
-            let mut accepted = destination.effects();
-            let mut child = worker_command(&url, None, rule)?.spawn()?;
-            let seen = tokio::time::timeout(Duration::from_secs(30), accepted.recv()).await;
+            let (mut child, seen) = worker_until_first_delivery(&url, rule, &destination).await?;
             cluster.crash_restart().await?;
             // The same worker process carries on once the server is back.
             let exited = until_settled(&mut child, Some(&pool), Duration::from_secs(60)).await?;
             stop(&mut child).await;
-            reached = matches!(seen, Ok(Ok(_)));
+            reached = seen;
             if let Some(status) = exited {
-                return Ok(Verdict {
-                    kind: kind.to_owned(),
-                    point: point.to_owned(),
-                    reached,
-                    applicable: true,
-                    seconds: 0.0,
-                    violations: vec![format!(
-                        "the worker process ended ({status}) when the database restarted"
-                    )],
-                });
+                violations.push(format!(
+                    "the worker process ended ({status}) when the database restarted"
+                ));
             }
         }
         RESTORE => {
@@ -308,9 +291,7 @@ async fn run_one(
                 "a restore needs the harness's own cluster (pg_dump, pg_restore): unset DATABASE_URL",
             )?;
             delay_deliveries(&destination, 300, args.workflows * 2)?;
-            let mut accepted = destination.effects();
-            let mut child = worker_command(&url, None, rule)?.spawn()?;
-            let _ = tokio::time::timeout(Duration::from_secs(30), accepted.recv()).await;
+            let (mut child, _) = worker_until_first_delivery(&url, rule, &destination).await?;
             // The backup, taken while the live system works on.
             let dir = tempfile::tempdir()?;
             let backup = dir.path().join("backup.dump");
@@ -411,7 +392,7 @@ async fn run_one(
     }
     // A fresh worker recovers (the lease of the killed one expires first).
     run_worker(&url, None, rule, Duration::from_secs(60), Some(&pool)).await?;
-    let mut violations = judge(&pool, &destination, kind_of, &workflows).await?;
+    violations.extend(judge(&pool, &destination, kind_of, &workflows).await?);
     violations.extend(expectations(&pool, point, kind_of, &workflows).await?);
     if !reached {
         violations.push("the fault point was never reached: the scenario tested nothing".into());

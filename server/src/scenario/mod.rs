@@ -16,7 +16,7 @@ pub use matrix::{MatrixArgs, matrix};
 pub use soak::{SoakArgs, soak};
 
 use anyhow::Context;
-use destinations::{Fault, FaultPlan, FaultRule, Match, Operation, RunningDestination};
+use destinations::{Fault, FaultPlan, FaultRule, Kind, Match, Operation, RunningDestination};
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
@@ -50,4 +50,30 @@ fn delay_deliveries(destination: &RunningDestination, ms: u64, times: usize) -> 
     )
     .times(u32::try_from(times).unwrap_or(u32::MAX))]))?;
     Ok(())
+}
+
+/// A destination service of `kind` on its own database `name`, registered with Z29C as
+/// `adapter`: a 1,000 ms deadline and a 300 ms visibility window.
+async fn destination(
+    db: &crate::bench::BenchDatabase,
+    admin: &PgPool,
+    z29c: &PgPool,
+    name: &str,
+    kind: Kind,
+    adapter: &str,
+) -> anyhow::Result<RunningDestination> {
+    let (_, pool) = database(db, admin, name).await?;
+    destinations::migrate(&pool).await?;
+    let destination = destinations::spawn(
+        pool,
+        destinations::Config {
+            visibility_window: std::time::Duration::from_millis(300),
+            ..destinations::Config::new(kind)
+        },
+    )
+    .await?;
+    let contract =
+        engine::contracts::declared(kind.as_str(), 1_000, 300, false).context("a kind")?;
+    engine::store::adapter::upsert(z29c, adapter, &destination.base_url(), &contract).await?;
+    Ok(destination)
 }

@@ -116,18 +116,29 @@ pub(super) async fn run_publisher(
     supervise(&mut child, None, limit).await
 }
 
+/// Starts a worker process and waits, up to 30 s, until the destination has committed a
+/// delivery; says whether it did.
+pub(super) async fn worker_until_first_delivery(
+    url: &str,
+    break_rule: Option<&str>,
+    destination: &RunningDestination,
+) -> anyhow::Result<(tokio::process::Child, bool)> {
+    let mut accepted = destination.effects();
+    let child = worker_command(url, None, break_rule)?.spawn()?;
+    let seen = tokio::time::timeout(Duration::from_secs(30), accepted.recv()).await;
+    Ok((child, matches!(seen, Ok(Ok(_)))))
+}
+
 /// SIGKILLs a worker process as soon as the destination has committed a delivery.
 pub(super) async fn kill_on_acceptance(
     url: &str,
     break_rule: Option<&str>,
     destination: &RunningDestination,
 ) -> anyhow::Result<bool> {
-    let mut accepted = destination.effects();
-    let mut child = worker_command(url, None, break_rule)?.spawn()?;
-    let seen = tokio::time::timeout(Duration::from_secs(30), accepted.recv()).await;
+    let (mut child, seen) = worker_until_first_delivery(url, break_rule, destination).await?;
     child.start_kill()?;
     let _ = child.wait().await;
-    Ok(matches!(seen, Ok(Ok(_))))
+    Ok(seen)
 }
 
 pub(super) async fn stop(child: &mut tokio::process::Child) {

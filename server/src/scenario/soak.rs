@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::judge::judge;
 use super::processes::{settled, stop, worker_command};
-use super::{database, delay_deliveries};
+use super::{database, delay_deliveries, destination};
 
 /// Settings of `z29c scenario soak`.
 #[derive(Debug, Clone, clap::Args)]
@@ -91,20 +91,15 @@ pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
     engine::db::MIGRATOR.run(&pool).await?;
     let mut destinations = Vec::new();
     for kind in [Kind::Idempotent, Kind::Queryable, Kind::Opaque] {
-        let (_, dpool) = database(&db, &admin, &format!("{name}_{kind}")).await?;
-        destinations::migrate(&dpool).await?;
-        let destination = destinations::spawn(
-            dpool,
-            destinations::Config {
-                visibility_window: Duration::from_millis(300),
-                ..destinations::Config::new(kind)
-            },
+        let destination = destination(
+            &db,
+            &admin,
+            &pool,
+            &format!("{name}_{kind}"),
+            kind,
+            kind.as_str(),
         )
         .await?;
-        let contract =
-            engine::contracts::declared(kind.as_str(), 1_000, 300, false).context("a kind")?;
-        engine::store::adapter::upsert(&pool, kind.as_str(), &destination.base_url(), &contract)
-            .await?;
         // Some answers come after the deadline: unknown outcomes to recover from.
         delay_deliveries(&destination, 1_500, args.workflows / 20)?;
         destinations.push((kind, destination));
