@@ -605,8 +605,9 @@ impl Worker {
         observation: TransportObservation,
     ) -> Result<StepReport, WorkerError> {
         let worker = self.config.name.as_str();
-        // The lease must still be ours before anything is written.
-        step::renew_lease(&mut *tx, step.id, worker, self.lease_secs()).await?;
+        // The lease must still be ours before anything is written; every path below settles
+        // the step and so ends the lease in this transaction.
+        step::hold_lease(&mut tx, step.id, worker).await?;
         step::end_attempt(&mut tx, step.id, attempt, Some(key.as_str()), &observation).await?;
         let outcome = observation.outcome();
         let method = match &observation {

@@ -238,6 +238,23 @@ where
     guard(rows, step)
 }
 
+/// Locks a step this worker holds, for a transaction that settles it (and so ends the lease
+/// itself); fails with [`LeaseLost`] otherwise. Unlike a renewal, it writes no row version.
+pub async fn hold_lease(
+    conn: &mut PgConnection,
+    step: Uuid,
+    worker: &str,
+) -> Result<(), GuardedError> {
+    let held = sqlx::query_scalar!(
+        r#"select id from step where id = $1 and lease_holder = $2 for update"#,
+        step,
+        worker,
+    )
+    .fetch_optional(conn)
+    .await?;
+    guard(u64::from(held.is_some()), step)
+}
+
 /// Outputs and receipt fields of a workflow's succeeded steps, keyed by logical name:
 /// `{"render": {...output}, "deliver": {"external_reference": …, "input_digest": …}}`.
 pub async fn dependency_facts(conn: &mut PgConnection, workflow: Uuid) -> sqlx::Result<Value> {
