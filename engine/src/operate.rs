@@ -598,6 +598,13 @@ pub async fn request_withdrawal(
     Ok(id)
 }
 
+/// When, in `wait_ms`, the destination's status index will have caught up.
+fn check_again_at(wait_ms: u64) -> String {
+    let at = chrono::Utc::now()
+        + chrono::Duration::milliseconds(i64::try_from(wait_ms).unwrap_or(i64::MAX / 2));
+    at.format("%H:%M:%S UTC").to_string()
+}
+
 /// A step restored from a backup taken before its call has no persisted request identity;
 /// evidence of the delivery the live system made names the regenerated request, bound now.
 async fn bind_restored_request(
@@ -649,15 +656,22 @@ async fn check_destination(
         .await
         .map_err(|e| ActionError::Worker(e.to_string()))?;
     let window = contract.visibility_window_ms;
+    let settles_in_ms = answer
+        .as_ref()
+        .map_or(0, |a| a.index_settles_in_ms(&contract));
     let message = match answer {
         None => "The destination holds more than one delivery for this request: a duplicate-effect incident is open.".to_owned(),
-        Some(LookupAnswer::Found { external_reference, digest_matches: true }) => {
+        Some(LookupAnswer::Found { external_reference, digest_matches: true, .. }) if settles_in_ms > 0 => format!(
+            "Found {external_reference}, but the destination's status index may lag up to {window} ms behind it: another delivery under this key may not show yet. Check again after {} to settle the step.",
+            check_again_at(settles_in_ms)
+        ),
+        Some(LookupAnswer::Found { external_reference, digest_matches: true, .. }) => {
             format!("Delivery verified from external reference {external_reference}; the step succeeded with a status-query receipt.")
         }
-        Some(LookupAnswer::Found { external_reference, digest_matches: false }) => format!(
+        Some(LookupAnswer::Found { external_reference, digest_matches: false, .. }) => format!(
             "The destination holds {external_reference} under this request key with other content: an integrity incident is open and the step awaits review."
         ),
-        Some(answer @ LookupAnswer::NotFound { looked_after_sent_ms }) => {
+        Some(answer @ LookupAnswer::NotFound { .. }) => {
             if answer.is_authoritative_absence(&contract) {
                 if contract.create_after_authoritative_absence {
                     "Not found, and the visibility window has passed: absence is authoritative. Retry with the same reference is now permitted.".to_owned()
@@ -665,11 +679,9 @@ async fn check_destination(
                     "Not found, and the visibility window has passed: absence is authoritative, but this contract does not allow sending again.".to_owned()
                 }
             } else {
-                let wait = window.saturating_sub(looked_after_sent_ms);
-                let at = chrono::Utc::now() + chrono::Duration::milliseconds(i64::try_from(wait).unwrap_or(i64::MAX / 2));
                 format!(
                     "Not found yet, but the destination's status index may lag up to {window} ms behind it: absence is not proof. Check again after {}.",
-                    at.format("%H:%M:%S UTC")
+                    check_again_at(settles_in_ms)
                 )
             }
         }

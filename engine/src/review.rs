@@ -431,10 +431,12 @@ pub(crate) fn lookup_answer(body: &serde_json::Value) -> Option<crate::domain::L
         "found" => LookupAnswer::Found {
             external_reference: seen["external_reference"].as_str()?.to_owned(),
             digest_matches: true,
+            looked_after_sent_ms: after,
         },
         "found_with_conflicting_digest" => LookupAnswer::Found {
             external_reference: seen["external_reference"].as_str()?.to_owned(),
             digest_matches: false,
+            looked_after_sent_ms: after,
         },
         "not_found" => LookupAnswer::NotFound {
             looked_after_sent_ms: after,

@@ -892,15 +892,20 @@ impl Worker {
         let (adapter, _) = self.adapters.get(step)?;
         let key = Self::request_key(step);
         let (answer, report) = self.query(step, adapter.as_ref(), &key).await?;
+        let settled = |found: &LookupAnswer| found.index_settles_in_ms(adapter.contract()) == 0;
         let report = match &answer {
             None => report,
-            Some(LookupAnswer::Found {
-                external_reference,
-                digest_matches: true,
-            }) => self.verified(step, &key, external_reference).await?,
+            Some(
+                found @ LookupAnswer::Found {
+                    external_reference,
+                    digest_matches: true,
+                    ..
+                },
+            ) if settled(found) => self.verified(step, &key, external_reference).await?,
             Some(LookupAnswer::Found {
                 external_reference,
                 digest_matches: false,
+                ..
             }) => self.digest_conflict(step, &key, external_reference).await?,
             Some(_) => {
                 let mut conn = self.pool.acquire().await?;
@@ -1006,12 +1011,14 @@ impl Worker {
             } => LookupAnswer::Found {
                 external_reference,
                 digest_matches: digest == bound_body_digest,
+                looked_after_sent_ms,
             },
             LookupObservation::FoundWithConflictingDigest {
                 external_reference, ..
             } => LookupAnswer::Found {
                 external_reference,
                 digest_matches: false,
+                looked_after_sent_ms,
             },
             LookupObservation::NotFound => LookupAnswer::NotFound {
                 looked_after_sent_ms,

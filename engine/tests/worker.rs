@@ -89,6 +89,57 @@ async fn the_seeds_duplicate_scenario_under_a_queryable_adapter_is_verified_by_l
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_lookup_inside_the_visibility_window_waits_until_a_second_delivery_can_show(
+    pool: PgPool,
+) {
+    let h = Harness::new(pool.clone(), Kind::Queryable, 2_000, 800).await;
+    let w = h.start("predecessor").await;
+    let key = Harness::key(w, "deliver");
+    h.drive_until(w, "deliver", "ready").await;
+    // An earlier system delivered the same document under this reference, long enough ago that
+    // the status index shows it.
+    let digest: String = sqlx::query_scalar(
+        "select output ->> 'document_digest' from step where workflow_id = $1 and logical = 'render'",
+    )
+    .bind(w)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    reqwest::Client::new()
+        .post(format!("{}/deliveries", h.destination.base_url()))
+        .json(&serde_json::json!({
+            "client_reference": key, "digest": digest, "recipient": "r-1",
+            "summary": "sent by the previous system",
+        }))
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    // Z29C's own delivery is accepted, its answer lost: an unknown outcome, looked up at once.
+    h.faults(once(Fault::DropResponse {}));
+
+    h.drive_until(w, "deliver", "succeeded").await;
+
+    assert_eq!(h.effects(&key).await, 2);
+    let references: i64 = sqlx::query_scalar(
+        "select count(*) from incident_reference r join integrity_incident i on i.id = r.incident_id
+         join step s on s.id = i.step_id
+         where s.workflow_id = $1 and s.logical = 'deliver' and i.resolved_at is null",
+    )
+    .bind(w)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        references, 2,
+        "the receipt settled on the older delivery while the index could not show the new one yet"
+    );
+    assert_eq!(h.step(w, "notify").await.0, "blocked");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn the_seeds_duplicate_scenario_under_an_opaque_adapter_stops_for_review(pool: PgPool) {
     let h = Harness::new(pool, Kind::Opaque, 500, 0).await;
     let w = h.start("dup-opaque").await;

@@ -9,10 +9,13 @@ use super::contract::{ContractKind, SideEffectContract, UnknownOutcomePolicy};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "answer", rename_all = "snake_case")]
 pub enum LookupAnswer {
-    /// Found, with the digest the destination holds.
+    /// Found, with the digest the destination holds, `looked_after_sent_ms` after the request
+    /// was (last) sent: inside the visibility window a later delivery under the same key may
+    /// not show yet.
     Found {
         external_reference: String,
         digest_matches: bool,
+        looked_after_sent_ms: u64,
     },
     /// Not found, `looked_after_sent_ms` after the request was (last) sent.
     NotFound { looked_after_sent_ms: u64 },
@@ -27,6 +30,25 @@ impl LookupAnswer {
     pub fn is_authoritative_absence(&self, contract: &SideEffectContract) -> bool {
         matches!(self, LookupAnswer::NotFound { looked_after_sent_ms }
             if *looked_after_sent_ms >= contract.visibility_window_ms)
+    }
+
+    /// How much longer the destination's index may take to show every delivery made under the
+    /// key (zero once the visibility window has passed). A "found" settles a step only then:
+    /// earlier, a second delivery — the one this request made, beside an older one — may be
+    /// missing from the answer, and the duplicate would go unseen.
+    pub fn index_settles_in_ms(&self, contract: &SideEffectContract) -> u64 {
+        match self {
+            LookupAnswer::Found {
+                looked_after_sent_ms,
+                ..
+            }
+            | LookupAnswer::NotFound {
+                looked_after_sent_ms,
+            } => contract
+                .visibility_window_ms
+                .saturating_sub(*looked_after_sent_ms),
+            LookupAnswer::Processing | LookupAnswer::Unavailable => 0,
+        }
     }
 }
 
@@ -121,15 +143,22 @@ pub fn decide_after_unknown(
         },
         ContractKind::Queryable => match &facts.last_lookup {
             None => RecoveryDecision::Query,
-            Some(LookupAnswer::Found {
-                external_reference,
-                digest_matches: true,
-            }) => RecoveryDecision::AttachStatusQueryReceipt {
-                external_reference: external_reference.clone(),
+            Some(
+                found @ LookupAnswer::Found {
+                    external_reference,
+                    digest_matches: true,
+                    ..
+                },
+            ) => match found.index_settles_in_ms(contract) {
+                0 => RecoveryDecision::AttachStatusQueryReceipt {
+                    external_reference: external_reference.clone(),
+                },
+                wait_ms => RecoveryDecision::QueryAgainAfter { wait_ms },
             },
             Some(LookupAnswer::Found {
                 external_reference,
                 digest_matches: false,
+                ..
             }) => RecoveryDecision::OpenDigestConflictIncident {
                 external_reference: external_reference.clone(),
             },
@@ -174,10 +203,12 @@ mod tests {
             Some(LookupAnswer::Found {
                 external_reference: "x-1".into(),
                 digest_matches: true,
+                looked_after_sent_ms: 60_000,
             }),
             Some(LookupAnswer::Found {
                 external_reference: "x-1".into(),
                 digest_matches: false,
+                looked_after_sent_ms: 0,
             }),
             Some(LookupAnswer::NotFound {
                 looked_after_sent_ms: 0,
@@ -252,10 +283,11 @@ mod tests {
     }
 
     #[test]
-    fn found_with_the_same_digest_attaches_a_status_query_receipt() {
+    fn found_with_the_same_digest_after_the_window_attaches_a_status_query_receipt() {
         let found = LookupAnswer::Found {
             external_reference: "x-82".into(),
             digest_matches: true,
+            looked_after_sent_ms: queryable().visibility_window_ms,
         };
         assert_eq!(
             decide_after_unknown(&queryable(), &facts(Some(found))),
@@ -266,10 +298,26 @@ mod tests {
     }
 
     #[test]
+    fn found_inside_the_visibility_window_waits_until_every_delivery_can_show() {
+        let early = LookupAnswer::Found {
+            external_reference: "x-82".into(),
+            digest_matches: true,
+            looked_after_sent_ms: 400,
+        };
+        assert_eq!(
+            decide_after_unknown(&queryable(), &facts(Some(early))),
+            RecoveryDecision::QueryAgainAfter {
+                wait_ms: queryable().visibility_window_ms - 400
+            }
+        );
+    }
+
+    #[test]
     fn found_with_another_digest_opens_an_incident() {
         let found = LookupAnswer::Found {
             external_reference: "x-82".into(),
             digest_matches: false,
+            looked_after_sent_ms: 0,
         };
         assert_eq!(
             decide_after_unknown(&queryable(), &facts(Some(found))),
