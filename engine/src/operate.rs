@@ -607,6 +607,8 @@ fn check_again_at(wait_ms: u64) -> String {
 
 /// A step restored from a backup taken before its call has no persisted request identity;
 /// evidence of the delivery the live system made names the regenerated request, bound now.
+/// The lease lends the step in the shape regeneration reads; the receipt committed in the same
+/// transaction ends it.
 async fn bind_restored_request(
     tx: &mut PgConnection,
     step_id: Uuid,

@@ -1051,7 +1051,7 @@ impl Worker {
 }
 
 /// Regenerates the request from the immutable inputs (recovery compares it with the bound one).
-pub async fn prepare(
+async fn prepare(
     conn: &mut PgConnection,
     step: &Claimed,
     key: &RequestKey,
