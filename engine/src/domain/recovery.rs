@@ -28,8 +28,7 @@ pub enum LookupAnswer {
 impl LookupAnswer {
     /// A "not found" is proof of absence only once the visibility window has passed.
     pub fn is_authoritative_absence(&self, contract: &SideEffectContract) -> bool {
-        matches!(self, LookupAnswer::NotFound { looked_after_sent_ms }
-            if *looked_after_sent_ms >= contract.visibility_window_ms)
+        matches!(self, LookupAnswer::NotFound { .. }) && self.index_settles_in_ms(contract) == 0
     }
 
     /// How much longer the destination's index may take to show every delivery made under the
@@ -166,19 +165,15 @@ pub fn decide_after_unknown(
                 wait_ms: PROCESSING_RECHECK_MS,
             },
             Some(LookupAnswer::Unavailable) => RecoveryDecision::BackOffThenQuery,
-            Some(LookupAnswer::NotFound {
-                looked_after_sent_ms,
-            }) => {
-                if *looked_after_sent_ms < contract.visibility_window_ms {
-                    RecoveryDecision::QueryAgainAfter {
-                        wait_ms: contract.visibility_window_ms - looked_after_sent_ms,
+            Some(absent @ LookupAnswer::NotFound { .. }) => {
+                match absent.index_settles_in_ms(contract) {
+                    0 if contract.create_after_authoritative_absence => {
+                        RecoveryDecision::RetrySameReference
                     }
-                } else if contract.create_after_authoritative_absence {
-                    RecoveryDecision::RetrySameReference
-                } else {
-                    RecoveryDecision::Review {
+                    0 => RecoveryDecision::Review {
                         reason: ReviewReason::AbsentButRecreationNotAllowed,
-                    }
+                    },
+                    wait_ms => RecoveryDecision::QueryAgainAfter { wait_ms },
                 }
             }
         },
