@@ -80,15 +80,17 @@ impl From<sqlx::Error> for ConsoleError {
 }
 
 #[cfg(feature = "ssr")]
-impl From<engine::operate::ActionError> for ConsoleError {
-    fn from(error: engine::operate::ActionError) -> Self {
-        use engine::operate::ActionError as E;
+impl From<engine::recovery::ActionError> for ConsoleError {
+    fn from(error: engine::recovery::ActionError) -> Self {
+        use engine::recovery::ActionError as E;
         match error {
             E::NotFound => ConsoleError::NotFound,
             E::Forbidden(why) | E::NotPermitted(why) => ConsoleError::NotPermitted { why },
             E::Conflict(reason) => ConsoleError::Conflict { reason },
             E::Invalid(reason) => ConsoleError::Invalid { reason },
-            E::Worker(reason) => ConsoleError::Conflict { reason },
+            e @ E::Destination => ConsoleError::Conflict {
+                reason: e.to_string(),
+            },
             E::Sqlx(e) => e.into(),
         }
     }

@@ -52,17 +52,7 @@ pub async fn readiness(pool: &PgPool) -> Result<Readiness, DbError> {
         .iter()
         .filter(|m| m.migration_type.is_up_migration())
         .count() as i64;
-    let bookkept =
-        sqlx::query_scalar!(r#"select to_regclass('_sqlx_migrations') is not null as "bookkept!""#)
-            .fetch_one(pool)
-            .await?;
-    let applied = if bookkept {
-        sqlx::query_scalar!(r#"select count(*) as "applied!" from _sqlx_migrations where success"#)
-            .fetch_one(pool)
-            .await?
-    } else {
-        0
-    };
+    let applied = crate::store::schema::migrations_applied(pool).await?;
     if applied >= expected {
         Ok(Readiness::Ready)
     } else {

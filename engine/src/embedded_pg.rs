@@ -354,12 +354,7 @@ impl EmbeddedPostgres {
     /// Creates `database` unless it exists, and returns its URL.
     pub async fn ensure_database(&self, database: &str) -> Result<String, EmbeddedPgError> {
         let mut conn = PgConnection::connect(&self.url("postgres")).await?;
-        let exists = sqlx::query_scalar!(
-            r#"select exists(select 1 from pg_database where datname = $1) as "exists!""#,
-            database
-        )
-        .fetch_one(&mut conn)
-        .await?;
+        let exists = crate::store::schema::database_exists(&mut conn, database).await?;
         if !exists {
             // Identifiers cannot be bound as parameters; quote it as PostgreSQL's quote_ident does.
             let ident = format!("\"{}\"", database.replace('"', "\"\""));

@@ -1,33 +1,91 @@
 //! Failpoints: the places between commits where the scenario harness kills a worker
-//! (DESIGN.md § Fault points). Compiled in only with the `failpoints` feature; without it
+//! (docs/DESIGN.md §13). Compiled in only with the `failpoints` feature; without it
 //! [`hit`] is an empty inline function. Even when compiled in, a failpoint is armed only by the
 //! process's environment at start (`Z29C_FAILPOINT=<name>`), never by anything a request sends.
 
 /// Whether this build has failpoints at all.
 pub const COMPILED_IN: bool = cfg!(feature = "failpoints");
 
+/// A place between two commits where the harness may kill the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FaultPoint {
+    /// The request identity is durable; the call has not been made.
+    AfterObligationCommit,
+    /// The destination answered; nothing about the answer is durable yet.
+    AfterResponseBeforeObservation,
+    /// The receipt is durable; the worker has not moved on.
+    AfterReceiptBeforeAck,
+    /// A status lookup answered; its observation is not durable yet.
+    DuringStatusQuery,
+    /// A withdrawal was accepted; its observation is not durable yet.
+    DuringCompensationAcceptance,
+    /// Consumers took a batch of events; the batch is not marked published.
+    DuringOutboxPublication,
+}
+
 /// Every failpoint, in protocol order.
-pub const POINTS: [&str; 6] = [
-    // The request identity is durable; the call has not been made.
-    "after_obligation_commit",
-    // The destination answered; nothing about the answer is durable yet.
-    "after_response_before_observation",
-    // The receipt is durable; the worker has not moved on.
-    "after_receipt_before_ack",
-    // A status lookup answered; its observation is not durable yet.
-    "during_status_query",
-    // A withdrawal was accepted; its observation is not durable yet.
-    "during_compensation_acceptance",
-    // Consumers took a batch of events; the batch is not marked published.
-    "during_outbox_publication",
+pub const POINTS: [FaultPoint; 6] = [
+    FaultPoint::AfterObligationCommit,
+    FaultPoint::AfterResponseBeforeObservation,
+    FaultPoint::AfterReceiptBeforeAck,
+    FaultPoint::DuringStatusQuery,
+    FaultPoint::DuringCompensationAcceptance,
+    FaultPoint::DuringOutboxPublication,
 ];
 
-/// Kills this process with SIGKILL when `name` is the armed failpoint.
+impl FaultPoint {
+    /// The name `Z29C_FAILPOINT` arms it by.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultPoint::AfterObligationCommit => "after_obligation_commit",
+            FaultPoint::AfterResponseBeforeObservation => "after_response_before_observation",
+            FaultPoint::AfterReceiptBeforeAck => "after_receipt_before_ack",
+            FaultPoint::DuringStatusQuery => "during_status_query",
+            FaultPoint::DuringCompensationAcceptance => "during_compensation_acceptance",
+            FaultPoint::DuringOutboxPublication => "during_outbox_publication",
+        }
+    }
+}
+
+/// A deliberately broken recovery rule, for proving the harness catches one: with the
+/// `failpoints` feature and `Z29C_BREAK_RULE=<name>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BrokenRule {
+    /// Recovery resends under an opaque adapter as if it were idempotent.
+    ResendOpaque,
+    /// Recovery regenerates a request under the newest definition version instead of the
+    /// workflow's own.
+    RegenerateWithNewest,
+    /// `check --before-resume` recovers only the steps caught mid-call, and sends the ones the
+    /// backup saw ready or waiting as if nothing could have happened since.
+    ResumeBlind,
+}
+
+impl BrokenRule {
+    /// Every rule the harness can break.
+    pub const ALL: [BrokenRule; 3] = [
+        BrokenRule::ResendOpaque,
+        BrokenRule::RegenerateWithNewest,
+        BrokenRule::ResumeBlind,
+    ];
+
+    /// The name `Z29C_BREAK_RULE` breaks it by.
+    pub fn name(self) -> &'static str {
+        match self {
+            BrokenRule::ResendOpaque => "resend_opaque",
+            BrokenRule::RegenerateWithNewest => "regenerate_with_newest",
+            BrokenRule::ResumeBlind => "resume_blind",
+        }
+    }
+}
+
+/// Kills this process with SIGKILL when `point` is the armed failpoint.
 #[inline(always)]
-pub fn hit(name: &'static str) {
+pub fn hit(point: FaultPoint) {
     #[cfg(feature = "failpoints")]
     {
         static ARMED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+        let name = point.name();
         if ARMED
             .get_or_init(|| std::env::var("Z29C_FAILPOINT").ok())
             .as_deref()
@@ -38,26 +96,19 @@ pub fn hit(name: &'static str) {
         }
     }
     #[cfg(not(feature = "failpoints"))]
-    let _ = name;
+    let _ = point;
 }
 
-/// A deliberately broken recovery rule, for proving the harness catches one: with the
-/// `failpoints` feature and `Z29C_BREAK_RULE=<rule>`. The rules:
-///
-/// - `resend_opaque`: recovery resends under an opaque adapter as if it were idempotent;
-/// - `regenerate_with_newest`: recovery regenerates a request under the newest definition
-///   version instead of the workflow's own;
-/// - `resume_blind`: `check --before-resume` recovers only the steps caught mid-call, and
-///   sends the ones the backup saw ready or waiting as if nothing could have happened since.
+/// Whether `rule` is the one this process was started to break.
 #[inline(always)]
-pub fn broken(rule: &'static str) -> bool {
+pub fn broken(rule: BrokenRule) -> bool {
     #[cfg(feature = "failpoints")]
     {
         static BROKEN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
         BROKEN
             .get_or_init(|| std::env::var("Z29C_BREAK_RULE").ok())
             .as_deref()
-            == Some(rule)
+            == Some(rule.name())
     }
     #[cfg(not(feature = "failpoints"))]
     {

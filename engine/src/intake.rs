@@ -5,6 +5,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::definition::{self, InputError, StepKind};
+use crate::domain::EventKind;
 use crate::domain::{InputDigest, StepState};
 use crate::store::journal::{self, Actor, AuditEntry};
 use crate::store::step::{self, NewStep};
@@ -58,18 +59,7 @@ pub async fn start_workflow(
     new: NewWorkflow,
     actor: Actor<'_>,
 ) -> Result<Started, StartError> {
-    if new.creation_key.is_empty()
-        || new.creation_key.chars().count() > 200
-        || new.creation_key.contains('\0')
-    {
-        return Err(StartError::BadCreationKey);
-    }
-    // PostgreSQL stores no NUL character in text or jsonb; refuse it here, clearly.
-    if new.input.to_string().contains("\\u0000") {
-        return Err(
-            InputError::Invalid("strings must not contain the NUL character".into()).into(),
-        );
-    }
+    refuse_unstorable(&new)?;
     let version = new.version.unwrap_or(
         *definition::DOCUMENT_DELIVERY_VERSIONS
             .last()
@@ -103,47 +93,10 @@ pub async fn start_workflow(
         let existing = workflow::by_creation_key(&mut tx, &new.creation_key)
             .await?
             .ok_or(sqlx::Error::RowNotFound)?;
-        let same = existing.input_digest == digest.as_str()
-            && existing.definition_name == new.definition
-            && existing.definition_version == version;
-        return if same {
-            Ok(Started::Existing(existing))
-        } else {
-            Err(StartError::CreationKeyConflict {
-                key: new.creation_key,
-                existing: existing.input_digest,
-                requested: digest.to_string(),
-            })
-        };
+        return existing_or_conflict(existing, new, version, &digest);
     }
-    for spec in definition::document_delivery_steps() {
-        let adapter = match (spec.kind, spec.logical) {
-            (StepKind::Pure, _) => None,
-            (_, "notify") => input["notify_adapter"].as_str(),
-            _ => input["adapter"].as_str(),
-        };
-        let state = if spec.depends_on.is_empty() {
-            StepState::Ready
-        } else {
-            StepState::Blocked
-        };
-        step::insert(
-            &mut tx,
-            &NewStep {
-                workflow: id,
-                logical: spec.logical,
-                definition_version: version,
-                kind: spec.kind,
-                adapter,
-                state,
-                depends_on: spec.depends_on.iter().map(|s| s.to_string()).collect(),
-                required_fields: spec.required_fields.iter().map(|s| s.to_string()).collect(),
-                accepts_waiver: spec.accepts_waiver,
-            },
-        )
-        .await?;
-    }
-    journal::emit(&mut tx, id, 1, "workflow.started", &json!({ "creation_key": new.creation_key, "definition": new.definition, "version": version })).await?;
+    insert_steps(&mut tx, id, version, &input).await?;
+    journal::emit(&mut tx, id, 1, EventKind::WorkflowStarted, &json!({ "creation_key": new.creation_key, "definition": new.definition, "version": version })).await?;
     journal::audit(
         &mut tx,
         &AuditEntry {
@@ -161,4 +114,82 @@ pub async fn start_workflow(
         .ok_or(sqlx::Error::RowNotFound)?;
     tx.commit().await?;
     Ok(Started::Created(created))
+}
+
+/// Refuses what PostgreSQL could not store, before anything is written: a creation key out of
+/// bounds, or a NUL character anywhere in the input.
+fn refuse_unstorable(new: &NewWorkflow) -> Result<(), StartError> {
+    if new.creation_key.is_empty()
+        || new.creation_key.chars().count() > 200
+        || new.creation_key.contains('\0')
+    {
+        return Err(StartError::BadCreationKey);
+    }
+    // PostgreSQL stores no NUL character in text or jsonb; refuse it here, clearly.
+    if new.input.to_string().contains("\\u0000") {
+        return Err(
+            InputError::Invalid("strings must not contain the NUL character".into()).into(),
+        );
+    }
+    Ok(())
+}
+
+/// A creation key seen before: the same workflow if definition and input digest agree, else a
+/// conflict that names both digests.
+fn existing_or_conflict(
+    existing: WorkflowRow,
+    new: NewWorkflow,
+    version: i32,
+    digest: &InputDigest,
+) -> Result<Started, StartError> {
+    let same = existing.input_digest == digest.as_str()
+        && existing.definition_name == new.definition
+        && existing.definition_version == version;
+    if same {
+        Ok(Started::Existing(existing))
+    } else {
+        Err(StartError::CreationKeyConflict {
+            key: new.creation_key,
+            existing: existing.input_digest,
+            requested: digest.to_string(),
+        })
+    }
+}
+
+/// The definition's steps for a new workflow: those without dependencies ready, the rest
+/// blocked until their dependencies' receipts exist.
+async fn insert_steps(
+    conn: &mut sqlx::PgConnection,
+    workflow: Uuid,
+    version: i32,
+    input: &Value,
+) -> sqlx::Result<()> {
+    for spec in definition::document_delivery_steps() {
+        let adapter = match (spec.kind, spec.logical) {
+            (StepKind::Pure, _) => None,
+            (_, "notify") => input["notify_adapter"].as_str(),
+            _ => input["adapter"].as_str(),
+        };
+        let state = if spec.depends_on.is_empty() {
+            StepState::Ready
+        } else {
+            StepState::Blocked
+        };
+        step::insert(
+            conn,
+            &NewStep {
+                workflow,
+                logical: spec.logical,
+                definition_version: version,
+                kind: spec.kind,
+                adapter,
+                state,
+                depends_on: spec.depends_on.iter().map(|s| s.to_string()).collect(),
+                required_fields: spec.required_fields.iter().map(|s| s.to_string()).collect(),
+                accepts_waiver: spec.accepts_waiver,
+            },
+        )
+        .await?;
+    }
+    Ok(())
 }

@@ -1,22 +1,30 @@
-//! Z29C's workflow engine.
+//! Z29C's workflow engine. The modules, in the order a step meets them (docs/DESIGN.md):
 //!
-//! [`domain`] holds identities, states, outcomes and the decisions made from them; it does no
-//! I/O and compiles to wasm32 so the console can share it. Everything else needs the `runtime`
-//! feature: the PostgreSQL store, the private cluster used when no `DATABASE_URL` is given, and
-//! (in later modules) workers and recovery.
+//! - **pure** — [`domain`]: identities, states, outcomes, contracts, the recovery decision table,
+//!   operators' permitted actions, the words people see. No I/O; compiles to wasm32 so the
+//!   console shares it. [`definition`]: the versioned workflow definitions and their requests.
+//! - **boundary** — [`adapter`]: destinations behind their declared contracts, verified by the
+//!   contract suite before they are trusted.
+//! - **protocol** — [`intake`] starts workflows; [`worker`] drives each step through the six
+//!   checkpoints and recovers unknown outcomes by contract. [`store`] holds every statement they
+//!   (and the human path) write, by table.
+//! - **recovery** — [`recovery`]: what people do to steps the engine could not settle.
+//! - **reads** — [`read`]: the read models behind the console's pages and the API.
+//! - **events** — [`outbox`]: the publisher and the inbox consumers (projections, the alert
+//!   webhook).
+//! - **watch** — [`watch`]: semantic invariants, alerts, telemetry, and the check before
+//!   workers resume on a restored database.
+//!
+//! Around them: [`operators`] (accounts and roles), [`db`] (pool and migrations),
+//! [`embedded_pg`] (the private cluster used when no `DATABASE_URL` is given) and [`failpoint`]
+//! (the scenario harness's kill points). Everything but `domain` and `definition` needs the
+//! `runtime` feature.
 
-pub mod contracts;
 pub mod definition;
 pub mod domain;
 
 #[cfg(feature = "runtime")]
 pub mod adapter;
-#[cfg(feature = "runtime")]
-pub mod alerts;
-#[cfg(feature = "runtime")]
-pub mod bulk;
-#[cfg(feature = "runtime")]
-pub mod contract_suite;
 #[cfg(feature = "runtime")]
 pub mod db;
 #[cfg(feature = "runtime")]
@@ -26,24 +34,16 @@ pub mod failpoint;
 #[cfg(feature = "runtime")]
 pub mod intake;
 #[cfg(feature = "runtime")]
-pub mod invariants;
-#[cfg(feature = "runtime")]
-pub mod operate;
-#[cfg(feature = "runtime")]
 pub mod operators;
 #[cfg(feature = "runtime")]
 pub mod outbox;
 #[cfg(feature = "runtime")]
-pub mod projections;
+pub mod read;
 #[cfg(feature = "runtime")]
-pub mod replace;
-#[cfg(feature = "runtime")]
-pub mod review;
-#[cfg(feature = "runtime")]
-pub mod status;
+pub mod recovery;
 #[cfg(feature = "runtime")]
 pub mod store;
 #[cfg(feature = "runtime")]
-pub mod telemetry;
+pub mod watch;
 #[cfg(feature = "runtime")]
 pub mod worker;

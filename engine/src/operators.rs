@@ -8,6 +8,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::domain::Role;
+use crate::store::operator as store;
 
 /// A signed-in person, as the console knows them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,18 +63,8 @@ pub async fn add(pool: &PgPool, username: &str, role: Role) -> Result<String, Op
         return Err(OperatorError::BadUsername);
     }
     let password = generate_password();
-    let inserted = sqlx::query!(
-        r#"insert into operator (id, username, password_hash, role) values ($1, $2, $3, $4)
-           on conflict (username) do nothing"#,
-        Uuid::now_v7(),
-        username,
-        hash(&password),
-        role as Role,
-    )
-    .execute(pool)
-    .await?
-    .rows_affected();
-    if inserted == 0 {
+    let inserted = store::insert(pool, username, &hash(&password), role).await?;
+    if !inserted {
         return Err(OperatorError::Exists(username.to_owned()));
     }
     Ok(password)
@@ -85,13 +76,7 @@ pub async fn authenticate(
     username: &str,
     password: &str,
 ) -> sqlx::Result<Option<Operator>> {
-    let row = sqlx::query!(
-        r#"select id, username, password_hash, role as "role: Role" from operator
-           where username = $1 and disabled_at is null"#,
-        username
-    )
-    .fetch_optional(pool)
-    .await?;
+    let row = store::enabled(pool, username).await?;
     // Verify against some hash either way, so an unknown name takes as long as a wrong password.
     let stored = row
         .as_ref()

@@ -37,7 +37,7 @@ pub async fn preview_bulk(
     let action = action_named(&action)?;
     let filter = crate::review::api::queue_filter(&state, &adapter, &definition, &older_than)?;
     let (rows, more) =
-        engine::bulk::preview(&pool, &filter, action, operator.role, MAX_ROWS).await?;
+        engine::recovery::bulk::preview(&pool, &filter, action, operator.role, MAX_ROWS).await?;
     Ok(BulkPreview {
         action,
         rows: rows
@@ -100,9 +100,9 @@ pub async fn start_bulk(
         }
         .answered()
     })?;
-    let id = engine::bulk::create(
+    let id = engine::recovery::bulk::create(
         &pool,
-        &engine::bulk::NewRun {
+        &engine::recovery::bulk::NewRun {
             operator: &operator,
             action,
             reason: &reason,
@@ -113,10 +113,12 @@ pub async fn start_bulk(
     )
     .await
     .map_err(|e| match e {
-        engine::bulk::BulkError::Invalid(reason) => ConsoleError::Invalid { reason }.answered(),
-        engine::bulk::BulkError::Sqlx(e) => e.into(),
+        engine::recovery::bulk::BulkError::Invalid(reason) => {
+            ConsoleError::Invalid { reason }.answered()
+        }
+        engine::recovery::bulk::BulkError::Sqlx(e) => e.into(),
     })?;
-    engine::bulk::spawn(pool.clone(), id);
+    engine::recovery::bulk::spawn(pool.clone(), id);
     leptos_axum::redirect(&format!("/bulk/{id}"));
     Ok(id.to_string())
 }
@@ -127,7 +129,7 @@ pub async fn bulk_run(id: String) -> Result<RunView, ConsoleError> {
     crate::auth::api::session::require(engine::domain::Role::Viewer).await?;
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     let id = uuid::Uuid::parse_str(&id).map_err(|_| ConsoleError::NotFound.answered())?;
-    let p = engine::bulk::progress(&pool, id)
+    let p = engine::recovery::bulk::progress(&pool, id)
         .await?
         .ok_or_else(|| ConsoleError::NotFound.answered())?;
     Ok(RunView {

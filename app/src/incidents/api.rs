@@ -16,7 +16,7 @@ pub async fn incident_detail(id: String) -> Result<IncidentView, ConsoleError> {
     let csrf = session::csrf_token(&current).await?;
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     let id = uuid::Uuid::parse_str(&id).map_err(|_| ConsoleError::NotFound.answered())?;
-    let i = engine::review::incident(&pool, id)
+    let i = engine::read::incident::incident(&pool, id)
         .await?
         .ok_or_else(|| ConsoleError::NotFound.answered())?;
     let time = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%d %H:%M:%S UTC").to_string();
@@ -78,7 +78,7 @@ pub async fn resolve_incident(
     csrf: String,
 ) -> Result<String, ConsoleError> {
     use crate::auth::api::session;
-    use engine::operate::Disposition;
+    use engine::domain::Disposition;
 
     let operator = session::require(engine::domain::Role::Viewer).await?;
     let current = session::current().await?;
@@ -98,10 +98,16 @@ pub async fn resolve_incident(
         }
     };
     let canonical = canonical.unwrap_or_default();
-    let done =
-        engine::operate::resolve_incident(&pool, &operator, id, &canonical, disposition, &reason)
-            .await
-            .map_err(|e| ConsoleError::from(e).answered())?;
+    let done = engine::recovery::incident::resolve_incident(
+        &pool,
+        &operator,
+        id,
+        &canonical,
+        disposition,
+        &reason,
+    )
+    .await
+    .map_err(|e| ConsoleError::from(e).answered())?;
     session::set_notice(&current, &done.message).await?;
     leptos_axum::redirect(&format!("/incidents/{id}"));
     Ok(done.message)

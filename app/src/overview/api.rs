@@ -26,7 +26,7 @@ pub async fn workflow_counts() -> Result<Vec<StateCount>, ConsoleError> {
 #[server(prefix = "/fn")]
 pub async fn outcome_stats() -> Result<Outcomes, ConsoleError> {
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
-    let s = engine::review::outcome_stats(&pool).await?;
+    let s = engine::read::stats::outcome_stats(&pool).await?;
     Ok(Outcomes {
         by_step: s.by_step,
         duplicates_open: s.duplicates_open,

@@ -60,12 +60,12 @@ pub async fn review_queue(
         }
     };
     let now = Utc::now();
-    let mut rows = engine::review::queue(&pool, &filter, cursor, PAGE_SIZE + 1).await?;
-    let counts = engine::review::queue_counts(&pool).await?;
+    let mut rows = engine::read::queue::queue(&pool, &filter, cursor, PAGE_SIZE + 1).await?;
+    let counts = engine::read::queue::queue_counts(&pool).await?;
     let found = match blank(&query.q) {
         None => None,
         Some(text) => Some(
-            engine::review::search(&pool, &text, PAGE_SIZE)
+            engine::read::queue::search(&pool, &text, PAGE_SIZE)
                 .await?
                 .into_iter()
                 .map(|r| FoundStep {
@@ -86,7 +86,7 @@ pub async fn review_queue(
         format!("{}|{}", last.unknown_since.to_rfc3339(), last.step_id)
     });
     let incidents = if cursor.is_none() {
-        engine::review::open_incidents(&pool, PAGE_SIZE).await?
+        engine::read::queue::open_incidents(&pool, PAGE_SIZE).await?
     } else {
         Vec::new()
     };
@@ -138,7 +138,7 @@ pub async fn review_queue(
             .map(|d| (*d).to_owned())
             .collect(),
         found,
-        alerts: engine::alerts::open(&pool)
+        alerts: engine::read::alerts::open(&pool)
             .await?
             .into_iter()
             .map(|a| {
@@ -159,7 +159,7 @@ pub(crate) fn queue_filter(
     adapter: &Option<String>,
     definition: &Option<String>,
     older_than: &Option<String>,
-) -> Result<engine::review::QueueFilter, ConsoleError> {
+) -> Result<engine::read::queue::QueueFilter, ConsoleError> {
     use engine::domain::StepState;
 
     let blank = |v: &Option<String>| {
@@ -176,7 +176,7 @@ pub(crate) fn queue_filter(
         }
         .answered()
     };
-    Ok(engine::review::QueueFilter {
+    Ok(engine::read::queue::QueueFilter {
         state: match blank(state) {
             None => None,
             Some(name) => Some(

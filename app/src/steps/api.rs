@@ -20,7 +20,7 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
     let csrf = session::csrf_token(&current).await?;
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     let id = uuid::Uuid::parse_str(&id).map_err(|_| ConsoleError::NotFound.answered())?;
-    let e = engine::review::evidence(&pool, id)
+    let e = engine::read::evidence::evidence(&pool, id)
         .await?
         .ok_or_else(|| ConsoleError::NotFound.answered())?;
     let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
@@ -150,7 +150,7 @@ pub async fn act_on_step(
     corrected_input: Option<String>,
 ) -> Result<ActionDone, ConsoleError> {
     use crate::auth::api::session;
-    use engine::operate::{self, Action, Request};
+    use engine::recovery::{self, Action, Request};
 
     let operator = session::require(engine::domain::Role::Viewer).await?;
     let current = session::current().await?;
@@ -195,7 +195,7 @@ pub async fn act_on_step(
             .answered());
         }
     };
-    let done = operate::perform(
+    let done = recovery::perform(
         &pool,
         Request {
             operator: &operator,

@@ -3,10 +3,10 @@ use leptos::prelude::*;
 use crate::error::ConsoleError;
 
 #[cfg(feature = "ssr")]
-async fn project(id: &str) -> Result<engine::status::WorkflowStatus, ConsoleError> {
+async fn project(id: &str) -> Result<engine::read::status::WorkflowStatus, ConsoleError> {
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     let id = uuid::Uuid::parse_str(id).map_err(|_| ConsoleError::NotFound.answered())?;
-    engine::status::project(&pool, id)
+    engine::read::status::project(&pool, id)
         .await?
         .ok_or_else(|| ConsoleError::NotFound.answered())
 }
@@ -46,7 +46,7 @@ pub async fn workflow_steps(id: String) -> Result<super::components::WorkflowDat
 pub async fn customer_status(id: String) -> Result<(String, String), ConsoleError> {
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     let id = uuid::Uuid::parse_str(&id).map_err(|_| ConsoleError::NotFound.answered())?;
-    let (sentence, at) = engine::projections::customer_status(&pool, id)
+    let (sentence, at) = engine::read::status::customer_status(&pool, id)
         .await?
         .ok_or_else(|| ConsoleError::NotFound.answered())?;
     Ok((sentence, at.format("%Y-%m-%d %H:%M UTC").to_string()))

@@ -1,7 +1,15 @@
 //! The boundary to external destinations. An adapter declares its [`SideEffectContract`] and
 //! reports what the transport saw; it never decides whether to try again.
+//!
+//! [`http`] speaks the destination protocol; [`contracts`] holds the contracts the destination
+//! kinds declare; [`contract_suite`] verifies a contract against the live destination; and
+//! [`registry`] loads the registered adapters, trusting each only once its suite passed
+//! (docs/DESIGN.md §5).
 
+pub mod contract_suite;
+pub mod contracts;
 mod http;
+pub mod registry;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -9,36 +17,13 @@ use std::pin::Pin;
 use serde::{Deserialize, Serialize};
 
 use crate::definition::PreparedRequest;
+pub use crate::domain::LookupObservation;
 use crate::domain::{RequestKey, SideEffectContract, TransportObservation};
 
 pub use http::HttpAdapter;
 
 /// A boxed future, so adapters can live behind `dyn Adapter`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// What a status lookup by client reference saw.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "seen", rename_all = "snake_case")]
-pub enum LookupObservation {
-    /// The destination holds the request; `all` lists every reference it holds for it.
-    Found {
-        external_reference: String,
-        digest: String,
-        all: Vec<String>,
-    },
-    /// The destination holds it under another digest.
-    FoundWithConflictingDigest {
-        external_reference: String,
-        digest: String,
-    },
-    NotFound,
-    Processing,
-    Unavailable {
-        detail: String,
-    },
-    /// The adapter has no lookup.
-    NotSupported,
-}
 
 /// What a withdrawal request saw.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

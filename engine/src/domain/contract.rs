@@ -56,6 +56,29 @@ pub enum ContractKind {
     Opaque,
 }
 
+impl ContractKind {
+    /// Every kind, strongest first.
+    pub const ALL: [ContractKind; 3] = [
+        ContractKind::Idempotent,
+        ContractKind::Queryable,
+        ContractKind::Opaque,
+    ];
+
+    /// The kind's name, as destinations and the CLI spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContractKind::Idempotent => "idempotent",
+            ContractKind::Queryable => "queryable",
+            ContractKind::Opaque => "opaque",
+        }
+    }
+
+    /// The kind named `name`, if it is one.
+    pub fn parse(name: &str) -> Option<ContractKind> {
+        ContractKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
 impl SideEffectContract {
     /// Which row of the recovery table this contract falls in.
     pub fn kind(&self) -> ContractKind {
@@ -150,6 +173,14 @@ mod tests {
         assert_eq!(both.kind(), ContractKind::Idempotent);
         assert_eq!(queryable().kind(), ContractKind::Queryable);
         assert_eq!(opaque().kind(), ContractKind::Opaque);
+    }
+
+    #[test]
+    fn every_contract_kind_parses_from_its_own_name() {
+        for kind in ContractKind::ALL {
+            assert_eq!(ContractKind::parse(kind.as_str()), Some(kind));
+        }
+        assert_eq!(ContractKind::parse("exactly_once"), None);
     }
 
     #[test]

@@ -5,16 +5,24 @@
 
 pub mod actions;
 pub mod contract;
+pub mod event;
 pub mod identity;
+pub mod incident;
+pub mod lookup;
 pub mod outcome;
+pub mod receipt;
 pub mod recovery;
 mod state;
 pub mod words;
 
 pub use actions::{OperatorAction, Role, StepFacts, permitted_actions, refusal};
 pub use contract::{Compensation, ContractKind, SideEffectContract, UnknownOutcomePolicy};
+pub use event::EventKind;
 pub use identity::{InputDigest, RequestKey, StepKey};
+pub use incident::{Disposition, IncidentKind};
+pub use lookup::LookupObservation;
 pub use outcome::{AttemptOutcome, TransportObservation};
+pub use receipt::ReceiptMethod;
 pub use recovery::{
     LookupAnswer, RecoveryDecision, ReviewReason, UnknownOutcomeFacts, decide_after_unknown,
 };

@@ -72,7 +72,7 @@ pub enum TransportObservation {
 }
 
 impl TransportObservation {
-    /// Classifies the observation as DESIGN.md § Attempt outcomes says: by when and how it
+    /// Classifies the observation as docs/DESIGN.md §3 says: by when and how it
     /// failed, never "failed" where the effect may have happened.
     pub fn outcome(&self) -> AttemptOutcome {
         match self {

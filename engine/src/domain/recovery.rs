@@ -1,4 +1,4 @@
-//! The recovery decision table of DESIGN.md: what the engine does, on its own, with a step
+//! The recovery decision table of docs/DESIGN.md §6: what the engine does, on its own, with a step
 //! whose call may have happened. Pure, so the console can show the same reasoning.
 
 use serde::{Deserialize, Serialize};

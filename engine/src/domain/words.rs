@@ -1,4 +1,4 @@
-//! The words people see on the status page (DESIGN.md § Words people see).
+//! The words people see on the status page (docs/DESIGN.md §14).
 
 use super::state::StepState;
 

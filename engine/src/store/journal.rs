@@ -4,12 +4,14 @@ use serde_json::Value;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::domain::EventKind;
+
 /// Appends an outbox event for `workflow` at `revision`.
 pub async fn emit(
     conn: &mut PgConnection,
     workflow: Uuid,
     revision: i64,
-    kind: &str,
+    kind: EventKind,
     payload: &Value,
 ) -> sqlx::Result<Uuid> {
     let event_id = Uuid::now_v7();
@@ -19,7 +21,7 @@ pub async fn emit(
         event_id,
         workflow,
         revision,
-        kind,
+        kind.as_str(),
         payload,
     )
     .execute(conn)
@@ -30,14 +32,14 @@ pub async fn emit(
 /// Appends an outbox event that concerns no single workflow (an alert).
 pub async fn emit_global(
     conn: &mut PgConnection,
-    kind: &str,
+    kind: EventKind,
     payload: &Value,
 ) -> sqlx::Result<Uuid> {
     let event_id = Uuid::now_v7();
     sqlx::query!(
         r#"insert into outbox (event_id, kind, payload) values ($1, $2, $3)"#,
         event_id,
-        kind,
+        kind.as_str(),
         payload,
     )
     .execute(conn)

@@ -4,7 +4,7 @@ use serde_json::Value;
 use sqlx::{Executor, PgConnection, Postgres};
 use uuid::Uuid;
 
-use crate::domain::WorkflowState;
+use crate::domain::{EventKind, WorkflowState};
 
 /// How many workflows are in each state; states with none are omitted.
 pub async fn count_by_state<'e, E>(executor: E) -> sqlx::Result<Vec<(WorkflowState, i64)>>
@@ -155,7 +155,7 @@ pub async fn refresh_state(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Wo
             conn,
             id,
             revision,
-            "workflow.state_changed",
+            EventKind::WorkflowStateChanged,
             &serde_json::json!({ "from": row.current, "to": next }),
         )
         .await?;
@@ -167,7 +167,7 @@ pub async fn refresh_state(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Wo
 pub async fn announce(
     conn: &mut PgConnection,
     id: Uuid,
-    kind: &str,
+    kind: EventKind,
     payload: &Value,
 ) -> sqlx::Result<i64> {
     // One round trip: the revision bump and its event.
@@ -181,7 +181,7 @@ pub async fn announce(
            returning revision as "revision!""#,
         id,
         Uuid::now_v7(),
-        kind,
+        kind.as_str(),
         payload,
     )
     .fetch_one(conn)

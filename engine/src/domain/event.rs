@@ -1,0 +1,94 @@
+//! The kinds of event the outbox carries (docs/DESIGN.md §10). Every transition that other
+//! parts of Z29C react to is announced under one of these, in the transaction that makes it.
+
+use serde::{Deserialize, Serialize};
+
+/// What an outbox event announces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EventKind {
+    #[serde(rename = "workflow.started")]
+    WorkflowStarted,
+    #[serde(rename = "workflow.state_changed")]
+    WorkflowStateChanged,
+    #[serde(rename = "step.attempt_ended")]
+    StepAttemptEnded,
+    #[serde(rename = "step.succeeded")]
+    StepSucceeded,
+    #[serde(rename = "step.verified")]
+    StepVerified,
+    #[serde(rename = "step.waived")]
+    StepWaived,
+    #[serde(rename = "step.cancelled")]
+    StepCancelled,
+    #[serde(rename = "step.replaced")]
+    StepReplaced,
+    #[serde(rename = "incident.opened")]
+    IncidentOpened,
+    #[serde(rename = "incident.resolved")]
+    IncidentResolved,
+    #[serde(rename = "alert.opened")]
+    AlertOpened,
+}
+
+impl EventKind {
+    /// Every kind, in the order a workflow usually meets them.
+    pub const ALL: [EventKind; 11] = [
+        EventKind::WorkflowStarted,
+        EventKind::WorkflowStateChanged,
+        EventKind::StepAttemptEnded,
+        EventKind::StepSucceeded,
+        EventKind::StepVerified,
+        EventKind::StepWaived,
+        EventKind::StepCancelled,
+        EventKind::StepReplaced,
+        EventKind::IncidentOpened,
+        EventKind::IncidentResolved,
+        EventKind::AlertOpened,
+    ];
+
+    /// The name the outbox stores.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::WorkflowStarted => "workflow.started",
+            EventKind::WorkflowStateChanged => "workflow.state_changed",
+            EventKind::StepAttemptEnded => "step.attempt_ended",
+            EventKind::StepSucceeded => "step.succeeded",
+            EventKind::StepVerified => "step.verified",
+            EventKind::StepWaived => "step.waived",
+            EventKind::StepCancelled => "step.cancelled",
+            EventKind::StepReplaced => "step.replaced",
+            EventKind::IncidentOpened => "incident.opened",
+            EventKind::IncidentResolved => "incident.resolved",
+            EventKind::AlertOpened => "alert.opened",
+        }
+    }
+
+    /// The kind stored as `name`; `None` for a name this version does not know (an event
+    /// written by a newer version), which consumers leave alone.
+    pub fn parse(name: &str) -> Option<EventKind> {
+        EventKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_event_kind_parses_from_the_name_it_is_stored_under() {
+        for kind in EventKind::ALL {
+            assert_eq!(EventKind::parse(kind.as_str()), Some(kind));
+            assert_eq!(
+                serde_json::to_value(kind).unwrap(),
+                serde_json::json!(kind.as_str())
+            );
+        }
+        assert_eq!(EventKind::parse("step.exploded"), None);
+    }
+}

@@ -1,0 +1,124 @@
+//! The consumer side of the outbox (docs/DESIGN.md §10): what a consumer is, the event it is
+//! handed, and what every consumer shares: its inbox ([`take`]), revisions per workflow
+//! ([`revision`], [`settle_revision`]) and counters ([`count`]). Nothing here knows which
+//! consumers exist or how events reach them, so every consumer and the publisher can build on
+//! it without building on each other.
+
+use serde_json::Value;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::adapter::BoxFuture;
+use crate::domain::EventKind;
+use crate::store;
+
+/// One outbox event as consumers see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub event_id: Uuid,
+    pub workflow_id: Option<Uuid>,
+    pub revision: Option<i64>,
+    /// The stored name of the event's kind; [`Event::kind`] reads it.
+    pub kind: String,
+    pub payload: Value,
+}
+
+impl Event {
+    /// What the event announces; `None` for a kind this version does not know.
+    pub fn kind(&self) -> Option<EventKind> {
+        EventKind::parse(&self.kind)
+    }
+}
+
+impl From<store::outbox::EventRow> for Event {
+    fn from(row: store::outbox::EventRow) -> Self {
+        Self {
+            event_id: row.event_id,
+            workflow_id: row.workflow_id,
+            revision: row.revision,
+            kind: row.kind,
+            payload: row.payload,
+        }
+    }
+}
+
+/// A projection or side channel fed by the outbox.
+pub trait Consumer: Send + Sync {
+    /// Names the consumer in the inbox; never change it once events were processed.
+    fn name(&self) -> &'static str;
+
+    /// Applies `event` inside `tx`, which also records it in this consumer's inbox.
+    fn handle<'a>(
+        &'a self,
+        tx: &'a mut PgConnection,
+        event: &'a Event,
+    ) -> BoxFuture<'a, sqlx::Result<()>>;
+}
+
+/// Where a workflow event stands against what a consumer has applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revision {
+    /// The next revision: apply it.
+    Next,
+    /// Already reflected (a repeat, or an older event arriving late): ignore it.
+    Stale,
+    /// Events in between have not arrived: repair from durable state.
+    Gap { applied: i64 },
+}
+
+/// Compares an event's revision with what `consumer` applied for its workflow (locking that
+/// record until the caller's transaction ends); [`settle_revision`] records the new one.
+pub async fn revision(
+    tx: &mut PgConnection,
+    consumer: &str,
+    workflow: Uuid,
+    revision: i64,
+) -> sqlx::Result<Revision> {
+    let applied = store::outbox::lock_applied_revision(&mut *tx, consumer, workflow)
+        .await?
+        .unwrap_or(0);
+    Ok(if revision <= applied {
+        Revision::Stale
+    } else if revision == applied + 1 {
+        Revision::Next
+    } else {
+        Revision::Gap { applied }
+    })
+}
+
+/// Records that `consumer` reflects `workflow` up to `revision`.
+pub async fn settle_revision(
+    tx: &mut PgConnection,
+    consumer: &str,
+    workflow: Uuid,
+    revision: i64,
+) -> sqlx::Result<()> {
+    store::outbox::record_revision(tx, consumer, workflow, revision).await
+}
+
+/// Adds `by` to counter `name` with `labels` (sorted `(key, value)` pairs).
+pub async fn count(
+    tx: &mut PgConnection,
+    name: &str,
+    labels: &[(&str, &str)],
+    by: i64,
+) -> sqlx::Result<()> {
+    let mut labels: Vec<(&str, &str)> = labels.to_vec();
+    labels.sort_unstable();
+    let labels = serde_json::to_string(&labels).expect("labels serialize");
+    store::projection::add_to_counter(tx, name, &labels, by).await
+}
+
+/// Records `event` in `consumer`'s inbox and, unless it was there already, applies it, both
+/// in `tx`. Returns whether the event was new to the consumer.
+pub async fn take(
+    tx: &mut PgConnection,
+    consumer: &dyn Consumer,
+    event: &Event,
+) -> sqlx::Result<bool> {
+    let fresh = store::outbox::record_in_inbox(&mut *tx, consumer.name(), event.event_id).await?;
+    if fresh {
+        consumer.handle(tx, event).await?;
+    }
+    Ok(fresh)
+}

@@ -1,0 +1,267 @@
+//! The outbox's consumers inside Z29C: the status projection people read, the metrics
+//! projection `/metrics` exposes, and notification candidates. Each can be dropped and
+//! rebuilt from durable state ([`rebuild`]).
+
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+use crate::adapter::BoxFuture;
+use crate::domain::WorkflowState;
+use crate::domain::{EventKind, ReceiptMethod};
+use crate::outbox::inbox::{Consumer, Event, Revision, count, revision, settle_revision, take};
+use crate::store;
+
+/// Re-projects one workflow's status from durable state into `status_projection`; returns
+/// the workflow's state and the revision it reflects.
+async fn reproject(
+    tx: &mut PgConnection,
+    workflow: Uuid,
+) -> sqlx::Result<Option<(WorkflowState, i64, String)>> {
+    let Some(status) = crate::read::status::project_on(tx, workflow).await? else {
+        return Ok(None);
+    };
+    store::projection::upsert_status(tx, workflow, status.revision, status.state, &status.status)
+        .await?;
+    Ok(Some((status.state, status.revision, status.status)))
+}
+
+/// The status behind `/status/{id}` (the API reads durable state directly).
+pub struct StatusProjection;
+
+impl Consumer for StatusProjection {
+    fn name(&self) -> &'static str {
+        "status"
+    }
+
+    fn handle<'a>(
+        &'a self,
+        tx: &'a mut PgConnection,
+        event: &'a Event,
+    ) -> BoxFuture<'a, sqlx::Result<()>> {
+        Box::pin(async move {
+            let (Some(workflow), Some(rev)) = (event.workflow_id, event.revision) else {
+                return Ok(());
+            };
+            match revision(tx, self.name(), workflow, rev).await? {
+                Revision::Stale => return Ok(()),
+                Revision::Next => {}
+                Revision::Gap { .. } => {
+                    count(
+                        tx,
+                        "z29c_projection_repairs_total",
+                        &[("consumer", self.name())],
+                        1,
+                    )
+                    .await?;
+                }
+            }
+            // Durable state is the truth: the projection may land ahead of this event, and
+            // the revision it records makes the events in between stale.
+            if let Some((_, current, _)) = reproject(tx, workflow).await? {
+                settle_revision(tx, self.name(), workflow, current.max(rev)).await?;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Counters of what happened, by event: commutative, so order never matters and the inbox
+/// alone keeps a repeat from counting twice.
+pub struct MetricsProjection;
+
+impl Consumer for MetricsProjection {
+    fn name(&self) -> &'static str {
+        "metrics"
+    }
+
+    fn handle<'a>(
+        &'a self,
+        tx: &'a mut PgConnection,
+        event: &'a Event,
+    ) -> BoxFuture<'a, sqlx::Result<()>> {
+        Box::pin(count_event(tx, event))
+    }
+}
+
+/// The counters `event` adds to, by its kind; other kinds count nothing.
+async fn count_event(tx: &mut PgConnection, event: &Event) -> sqlx::Result<()> {
+    let p = &event.payload;
+    let text = |key: &str| p[key].as_str().unwrap_or("").to_owned();
+    let (logical, adapter) = (text("logical"), text("adapter"));
+    match event.kind() {
+        Some(EventKind::StepAttemptEnded) => {
+            let outcome = text("outcome");
+            count(
+                tx,
+                "z29c_attempts_total",
+                &[
+                    ("logical", &logical),
+                    ("adapter", &adapter),
+                    ("outcome", &outcome),
+                ],
+                1,
+            )
+            .await?;
+            if text("method") == "idempotent_replay" {
+                count(tx, "z29c_recovery_path_total", &[("path", "replay")], 1).await?;
+            }
+        }
+        Some(EventKind::StepSucceeded) => {
+            count(
+                tx,
+                "z29c_attempts_total",
+                &[
+                    ("logical", &logical),
+                    ("adapter", ""),
+                    ("outcome", "succeeded"),
+                ],
+                1,
+            )
+            .await?;
+        }
+        Some(EventKind::StepVerified) => {
+            let path = match serde_json::from_value(p["method"].clone()) {
+                Ok(ReceiptMethod::ManualEvidence) => "manual",
+                Ok(
+                    ReceiptMethod::StatusQuery
+                    | ReceiptMethod::DirectResponse
+                    | ReceiptMethod::IdempotentReplay,
+                )
+                | Err(_) => "query",
+            };
+            count(tx, "z29c_recovery_path_total", &[("path", path)], 1).await?;
+        }
+        Some(EventKind::StepWaived) => {
+            count(tx, "z29c_recovery_path_total", &[("path", "waiver")], 1).await?;
+        }
+        Some(EventKind::IncidentOpened) if text("kind") == "duplicate_effect" => {
+            count(
+                tx,
+                "z29c_duplicates_detected_total",
+                &[("logical", &logical), ("adapter", &adapter)],
+                1,
+            )
+            .await?;
+        }
+        Some(EventKind::WorkflowStateChanged) => {
+            count(
+                tx,
+                "z29c_workflow_transitions_total",
+                &[("to", &text("to"))],
+                1,
+            )
+            .await?;
+        }
+        Some(EventKind::AlertOpened) => {
+            count(
+                tx,
+                "z29c_alerts_opened_total",
+                &[("rule", &text("rule"))],
+                1,
+            )
+            .await?;
+        }
+        // Counted by none of the metrics: a workflow's start shows in its transitions, the
+        // rest in the recovery paths of the steps they concern. A kind this version does not
+        // know (written by a newer one) counts nothing either.
+        Some(
+            EventKind::WorkflowStarted
+            | EventKind::StepCancelled
+            | EventKind::StepReplaced
+            | EventKind::IncidentOpened
+            | EventKind::IncidentResolved,
+        )
+        | None => {}
+    }
+    Ok(())
+}
+
+/// A customer could be told: the workflow reached a state worth a message. The candidate holds
+/// the sentence of that moment; [`dispatch_notifications`] re-projects before sending anything.
+pub struct NotificationCandidates;
+
+impl Consumer for NotificationCandidates {
+    fn name(&self) -> &'static str {
+        "notifications"
+    }
+
+    fn handle<'a>(
+        &'a self,
+        tx: &'a mut PgConnection,
+        event: &'a Event,
+    ) -> BoxFuture<'a, sqlx::Result<()>> {
+        Box::pin(async move {
+            let (Some(workflow), Some(rev)) = (event.workflow_id, event.revision) else {
+                return Ok(());
+            };
+            if event.kind() != Some(EventKind::WorkflowStateChanged) {
+                return Ok(());
+            }
+            if revision(tx, self.name(), workflow, rev).await? == Revision::Stale {
+                return Ok(());
+            }
+            settle_revision(tx, self.name(), workflow, rev).await?;
+            let worth_telling = matches!(
+                event.payload["to"].as_str(),
+                Some("completed" | "needs_review" | "cancelled")
+            );
+            if !worth_telling {
+                return Ok(());
+            }
+            let Some(status) = crate::read::status::project_on(tx, workflow).await? else {
+                return Ok(());
+            };
+            store::projection::insert_notification_candidate(
+                tx,
+                workflow,
+                rev,
+                status.state,
+                &status.status,
+            )
+            .await
+        })
+    }
+}
+
+/// Goes through due notification candidates: one whose workflow has moved to another state
+/// since is superseded (never sent stale); the others are handed to `send` (with their id as
+/// the idempotency key) and marked sent once it succeeds. Returns (sent, superseded).
+pub async fn dispatch_notifications<F, Fut>(pool: &PgPool, send: F) -> sqlx::Result<(usize, usize)>
+where
+    F: Fn(i64, Uuid, String) -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let due = store::projection::due_notifications(pool).await?;
+    let (mut sent, mut superseded) = (0, 0);
+    for c in due {
+        if c.current != c.state {
+            store::projection::supersede_notification(pool, c.id).await?;
+            superseded += 1;
+        } else if send(c.id, c.workflow_id, c.sentence).await {
+            store::projection::mark_notification_sent(pool, c.id).await?;
+            sent += 1;
+        }
+    }
+    Ok((sent, superseded))
+}
+
+/// Drops every projection and rebuilds it from durable state: statuses re-projected, counters
+/// recounted from the outbox's history, revisions reset to each workflow's current one.
+pub async fn rebuild(pool: &PgPool) -> sqlx::Result<u64> {
+    let mut tx = pool.begin().await?;
+    store::projection::clear_projections(&mut tx).await?;
+    let workflows = store::projection::workflow_ids(&mut tx).await?;
+    for workflow in &workflows {
+        if let Some((_, current, _)) = reproject(&mut tx, *workflow).await? {
+            settle_revision(&mut tx, "status", *workflow, current).await?;
+            settle_revision(&mut tx, "notifications", *workflow, current).await?;
+        }
+    }
+    // Counters are a fold over every event: deliver the history to the metrics consumer again.
+    let history = store::outbox::published_history(&mut tx).await?;
+    for row in history {
+        take(&mut tx, &MetricsProjection, &Event::from(row)).await?;
+    }
+    tx.commit().await?;
+    Ok(workflows.len() as u64)
+}

@@ -1,0 +1,256 @@
+//! The evidence of one step, evidence first: what the console's step page shows.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::domain::{SideEffectContract, StepState};
+
+/// Everything known about one step, evidence first: what the console's step page shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub step_id: Uuid,
+    pub workflow_id: Uuid,
+    pub creation_key: String,
+    pub logical: String,
+    pub definition_version: i32,
+    pub state: StepState,
+    pub adapter: Option<String>,
+    pub contract: Option<SideEffectContract>,
+    pub document_digest: Option<String>,
+    pub request_key: Option<String>,
+    pub input_digest: Option<String>,
+    pub request_summary: Option<serde_json::Value>,
+    pub first_sent_at: Option<DateTime<Utc>>,
+    pub last_sent_at: Option<DateTime<Utc>>,
+    pub unknown_since: Option<DateTime<Utc>>,
+    pub receipt: Option<(String, String, DateTime<Utc>)>,
+    pub attempts: Vec<AttemptEvidence>,
+    pub timeline: Vec<TimelineEntry>,
+    pub last_lookup: Option<crate::domain::LookupAnswer>,
+    pub open_incident: bool,
+    /// The step's version (its last change); action forms carry it back.
+    pub version: i64,
+    /// Until when a worker (or an operator's lookup) holds the step.
+    pub leased_until: Option<DateTime<Utc>>,
+    pub request_prepared: bool,
+    /// The normalized input the step runs on, and its digest (a replacement's may be corrected).
+    pub input: serde_json::Value,
+    pub step_input_digest: String,
+    /// Lineage: the step this one replaces, and the step that replaced it.
+    pub replaces: Option<Uuid>,
+    pub replaced_by: Option<Uuid>,
+    /// For a compensation step: the external reference it withdraws.
+    pub withdraws: Option<String>,
+    /// Every integrity incident of this step, open ones first.
+    pub incidents: Vec<Uuid>,
+    /// The workflow's other steps: id, logical name, generation, state.
+    pub siblings: Vec<(Uuid, String, i32, StepState)>,
+}
+
+/// One attempt, never overwritten.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptEvidence {
+    pub number: i32,
+    pub id: Uuid,
+    pub worker: String,
+    pub lease_expires_at: DateTime<Utc>,
+    pub started_at: DateTime<Utc>,
+    pub invoked_at: Option<DateTime<Utc>>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub outcome: Option<crate::domain::AttemptOutcome>,
+    pub observation: Option<String>,
+}
+
+/// An observation or an audit entry, in time order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimelineEntry {
+    pub at: DateTime<Utc>,
+    pub what: String,
+    pub detail: String,
+}
+
+/// The evidence of step `id`, or `None` when there is no such step.
+pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>> {
+    let Some(s) = sqlx::query!(
+        r#"select s.id, s.workflow_id, w.creation_key, s.logical, s.definition_version,
+                  s.state as "state: StepState", s.adapter, a.contract as "contract?", s.request_key,
+                  s.unknown_since as "unknown_since: DateTime<Utc>",
+                  (select r.output ->> 'document_digest' from step r
+                    where r.workflow_id = s.workflow_id and r.logical = 'render') as document_digest,
+                  q.input_digest as "input_digest?", q.summary as "summary?",
+                  q.first_sent_at as "first_sent_at: DateTime<Utc>", q.last_sent_at as "last_sent_at: DateTime<Utc>",
+                  rc.method::text as "receipt_method?", rc.external_reference as "receipt_reference?",
+                  rc.observed_at as "receipt_at?: DateTime<Utc>",
+                  exists(select 1 from integrity_incident i where i.step_id = s.id and i.resolved_at is null) as "open_incident!"
+           from step s
+           join workflow w on w.id = s.workflow_id
+           left join adapter a on a.name = s.adapter
+           left join external_request q on q.request_key = s.request_key
+           left join receipt rc on rc.id = s.receipt_id
+           where s.id = $1"#,
+        id
+    )
+    .fetch_optional(pool)
+    .await?
+    else {
+        return Ok(None);
+    };
+    let attempts = attempts(pool, id).await?;
+    let timeline = timeline(pool, id).await?;
+    let facts = facts(pool, id).await?;
+    let lineage = lineage(pool, id).await?;
+    let siblings = siblings(pool, s.workflow_id, id).await?;
+    Ok(Some(Evidence {
+        step_id: s.id,
+        workflow_id: s.workflow_id,
+        creation_key: s.creation_key,
+        logical: s.logical,
+        definition_version: s.definition_version,
+        state: s.state,
+        adapter: s.adapter,
+        contract: s.contract.and_then(|c| serde_json::from_value(c).ok()),
+        document_digest: s.document_digest,
+        request_key: s.request_key,
+        input_digest: s.input_digest,
+        request_summary: s.summary,
+        first_sent_at: s.first_sent_at,
+        last_sent_at: s.last_sent_at,
+        unknown_since: s.unknown_since,
+        receipt: match (s.receipt_method, s.receipt_reference, s.receipt_at) {
+            (Some(m), Some(r), Some(at)) => Some((m, r, at)),
+            _ => None,
+        },
+        attempts,
+        timeline,
+        last_lookup: facts.last_lookup,
+        open_incident: s.open_incident,
+        version: facts.version,
+        leased_until: facts.leased_until,
+        request_prepared: facts.request_prepared,
+        input: lineage.input,
+        step_input_digest: lineage.digest,
+        replaces: lineage.replaces,
+        replaced_by: lineage.replaced_by,
+        withdraws: lineage.withdraws,
+        incidents: lineage.incidents,
+        siblings,
+    }))
+}
+
+/// Every attempt of step `id`, in order.
+async fn attempts(pool: &PgPool, id: Uuid) -> sqlx::Result<Vec<AttemptEvidence>> {
+    let rows = sqlx::query!(
+        r#"select id, number, worker, lease_expires_at as "lease_expires_at: DateTime<Utc>",
+                  started_at as "started_at: DateTime<Utc>", invoked_at as "invoked_at: DateTime<Utc>",
+                  ended_at as "ended_at: DateTime<Utc>", outcome as "outcome: crate::domain::AttemptOutcome",
+                  observation
+           from attempt where step_id = $1 order by number"#,
+        id
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|a| AttemptEvidence {
+            number: a.number,
+            id: a.id,
+            worker: a.worker,
+            lease_expires_at: a.lease_expires_at,
+            started_at: a.started_at,
+            invoked_at: a.invoked_at,
+            ended_at: a.ended_at,
+            outcome: a.outcome,
+            observation: a
+                .observation
+                .and_then(|o| serde_json::from_value::<crate::domain::TransportObservation>(o).ok())
+                .map(|o| o.describe()),
+        })
+        .collect())
+}
+
+/// The observations and audit entries of step `id`, in time order.
+async fn timeline(pool: &PgPool, id: Uuid) -> sqlx::Result<Vec<TimelineEntry>> {
+    let rows = sqlx::query!(
+        r#"select observed_at as "at!: DateTime<Utc>", kind as "what!", body::text as "detail!" from observation where step_id = $1
+           union all
+           select at, action || ' by ' || actor, coalesce(reason, '') from audit where step_id = $1
+           order by 1"#,
+        id
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|t| TimelineEntry {
+            at: t.at,
+            what: t.what,
+            detail: t.detail,
+        })
+        .collect())
+}
+
+/// The facts the step's permitted actions depend on, read without a lock: the page only shows
+/// them, and an action re-reads them under its own lock.
+async fn facts(pool: &PgPool, id: Uuid) -> sqlx::Result<crate::store::action::StepFacts> {
+    let mut conn = pool.acquire().await?;
+    crate::store::action::read_facts(&mut conn, id)
+        .await?
+        .ok_or(sqlx::Error::RowNotFound)
+}
+
+/// Where a step stands among its workflow's steps: what it runs on, what it replaces or was
+/// replaced by, what it withdraws, and its incidents.
+struct Lineage {
+    input: Value,
+    digest: String,
+    replaces: Option<Uuid>,
+    replaced_by: Option<Uuid>,
+    withdraws: Option<String>,
+    incidents: Vec<Uuid>,
+}
+
+/// The lineage of step `id`.
+async fn lineage(pool: &PgPool, id: Uuid) -> sqlx::Result<Lineage> {
+    let r = sqlx::query!(
+        r#"select coalesce(s.input, w.input) as "input!", coalesce(s.input_digest, w.input_digest) as "digest!",
+                  s.replaces_step_id, (select r.id from step r where r.replaces_step_id = s.id) as replaced_by,
+                  (select c.external_reference from compensation_link c where c.compensation_step_id = s.id) as withdraws,
+                  coalesce((select array_agg(i.id order by i.resolved_at desc nulls first, i.opened_at)
+                            from integrity_incident i where i.step_id = s.id), '{}') as "incidents!"
+           from step s join workflow w on w.id = s.workflow_id where s.id = $1"#,
+        id
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(Lineage {
+        input: r.input,
+        digest: r.digest,
+        replaces: r.replaces_step_id,
+        replaced_by: r.replaced_by,
+        withdraws: r.withdraws,
+        incidents: r.incidents,
+    })
+}
+
+/// The other steps of workflow `workflow` than `id`: id, logical name, generation, state.
+async fn siblings(
+    pool: &PgPool,
+    workflow: Uuid,
+    id: Uuid,
+) -> sqlx::Result<Vec<(Uuid, String, i32, StepState)>> {
+    let rows = sqlx::query!(
+        r#"select id, logical, generation, state as "state: StepState" from step
+           where workflow_id = $1 and id <> $2 order by created_at, generation"#,
+        workflow,
+        id
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.id, r.logical, r.generation, r.state))
+        .collect())
+}

@@ -1,0 +1,228 @@
+//! The review queue: steps whose outcome is unknown or that wait for a person (review
+//! required, or rejected and waiting to be replaced), oldest uncertainty first, and open
+//! integrity incidents. Keyset-paginated on `(unknown_since, id)`, which `step_review_idx`
+//! serves. Also the search that finds a workflow's steps by any name people have for it.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::domain::{SideEffectContract, StepState};
+
+/// One step in the queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueRow {
+    pub step_id: Uuid,
+    pub workflow_id: Uuid,
+    pub creation_key: String,
+    pub logical: String,
+    pub state: StepState,
+    pub adapter: Option<String>,
+    /// The adapter's capabilities in a few words.
+    pub capabilities: String,
+    pub unknown_since: DateTime<Utc>,
+    pub attempts: i32,
+    pub request_key: Option<String>,
+    pub open_incident: bool,
+}
+
+/// One open integrity incident.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IncidentRow {
+    pub incident_id: Uuid,
+    pub step_id: Uuid,
+    pub workflow_id: Uuid,
+    pub creation_key: String,
+    pub kind: String,
+    pub opened_at: DateTime<Utc>,
+    pub references: Vec<String>,
+}
+
+/// Which queue rows to show; every field narrows, `None` does not.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueFilter {
+    pub state: Option<StepState>,
+    pub adapter: Option<String>,
+    pub definition: Option<String>,
+    /// Only rows whose uncertainty is older than this many seconds.
+    pub older_than_secs: Option<i64>,
+}
+
+/// Up to `limit` queue rows matching `filter` after the keyset position `after`, oldest
+/// uncertainty first.
+pub async fn queue(
+    pool: &PgPool,
+    filter: &QueueFilter,
+    after: Option<(DateTime<Utc>, Uuid)>,
+    limit: i64,
+) -> sqlx::Result<Vec<QueueRow>> {
+    let (after_at, after_id) = after.unzip();
+    let rows = sqlx::query!(
+        r#"select s.id, s.workflow_id, w.creation_key, s.logical, s.state as "state: StepState",
+                  s.adapter, a.contract as "contract?", s.unknown_since as "unknown_since!: DateTime<Utc>",
+                  s.attempt_count, s.request_key,
+                  exists(select 1 from integrity_incident i where i.step_id = s.id and i.resolved_at is null) as "open_incident!"
+           from step s
+           join workflow w on w.id = s.workflow_id
+           left join adapter a on a.name = s.adapter
+           where s.state in ('outcome_unknown', 'review_required', 'rejected')
+             and not exists (select 1 from step r where r.replaces_step_id = s.id)
+             and ($1::timestamptz is null or (s.unknown_since, s.id) > ($1, $2::uuid))
+             and ($4::step_state is null or s.state = $4)
+             and ($5::text is null or s.adapter = $5)
+             and ($6::text is null or w.definition_name = $6)
+             and ($7::bigint is null or s.unknown_since < now() - make_interval(secs => $7::bigint))
+           order by s.unknown_since, s.id
+           limit $3"#,
+        after_at as Option<DateTime<Utc>>,
+        after_id,
+        limit,
+        filter.state as Option<StepState>,
+        filter.adapter,
+        filter.definition,
+        filter.older_than_secs,
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| QueueRow {
+            step_id: r.id,
+            workflow_id: r.workflow_id,
+            creation_key: r.creation_key,
+            logical: r.logical,
+            state: r.state,
+            adapter: r.adapter,
+            capabilities: r
+                .contract
+                .and_then(|c| serde_json::from_value::<SideEffectContract>(c).ok())
+                .map(|c| c.capabilities_summary())
+                .unwrap_or_default(),
+            unknown_since: r.unknown_since,
+            attempts: r.attempt_count,
+            request_key: r.request_key,
+            open_incident: r.open_incident,
+        })
+        .collect())
+}
+
+/// How many steps wait in the queue, by state and by adapter (before any filter).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueCounts {
+    pub by_state: Vec<(StepState, i64)>,
+    pub by_adapter: Vec<(String, i64)>,
+}
+
+/// The queue's counts, from `step_waiting_counts_idx` alone, less the rejected steps that
+/// were replaced (found through `step_replaced_once_idx`: there are few).
+pub async fn queue_counts(pool: &PgPool) -> sqlx::Result<QueueCounts> {
+    let rows = sqlx::query!(
+        r#"select state as "state!: StepState", adapter as "adapter!", sum(n)::bigint as "n!"
+           from (select state, coalesce(adapter, '') as adapter, count(*) as n from step
+                 where state in ('outcome_unknown', 'review_required', 'rejected')
+                 group by 1, 2
+                 union all
+                 select o.state, coalesce(o.adapter, ''), -count(*) from step r
+                 join step o on o.id = r.replaces_step_id
+                 where o.state = 'rejected'
+                 group by 1, 2) t
+           group by 1, 2
+           having sum(n) > 0"#
+    )
+    .fetch_all(pool)
+    .await?;
+    let mut counts = QueueCounts::default();
+    for r in rows {
+        match counts.by_adapter.iter_mut().find(|(k, _)| *k == r.adapter) {
+            Some((_, n)) => *n += r.n,
+            None => counts.by_adapter.push((r.adapter.clone(), r.n)),
+        }
+        match counts.by_state.iter_mut().find(|(k, _)| *k == r.state) {
+            Some((_, n)) => *n += r.n,
+            None => counts.by_state.push((r.state, r.n)),
+        }
+    }
+    counts.by_state.sort();
+    counts.by_adapter.sort();
+    Ok(counts)
+}
+
+/// One external step of a workflow found by search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchRow {
+    pub step_id: Uuid,
+    pub workflow_id: Uuid,
+    pub creation_key: String,
+    pub logical: String,
+    pub state: StepState,
+    pub adapter: Option<String>,
+    pub request_key: Option<String>,
+    pub external_reference: Option<String>,
+}
+
+/// The external steps of every workflow that `text` names: a workflow id, a creation key, a
+/// request key, or an external reference (on a receipt or an incident). Each is an index
+/// lookup.
+pub async fn search(pool: &PgPool, text: &str, limit: i64) -> sqlx::Result<Vec<SearchRow>> {
+    let text = text.trim();
+    let id = Uuid::parse_str(text).ok();
+    sqlx::query_as!(
+        SearchRow,
+        r#"with hits as (
+               select w.id from workflow w where w.creation_key = $1 or w.id = $2
+               union select s.workflow_id from step s where s.request_key = $1
+               union select r.workflow_id from receipt r where r.external_reference = $1
+               union select s.workflow_id from incident_reference ir
+                     join integrity_incident i on i.id = ir.incident_id
+                     join step s on s.id = i.step_id
+                     where ir.external_reference = $1
+           )
+           select s.id as step_id, s.workflow_id, w.creation_key, s.logical,
+                  s.state as "state: StepState", s.adapter, s.request_key,
+                  r.external_reference as "external_reference?"
+           from hits
+           join workflow w on w.id = hits.id
+           join step s on s.workflow_id = w.id and s.kind <> 'pure'
+           left join receipt r on r.id = s.receipt_id
+           order by w.created_at, s.created_at
+           limit $3"#,
+        text,
+        id,
+        limit,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Every open integrity incident, oldest first, with the references it concerns.
+pub async fn open_incidents(pool: &PgPool, limit: i64) -> sqlx::Result<Vec<IncidentRow>> {
+    let rows = sqlx::query!(
+        r#"select i.id, i.step_id, s.workflow_id, w.creation_key, i.kind::text as "kind!",
+                  i.opened_at as "opened_at: DateTime<Utc>",
+                  coalesce(array_agg(r.external_reference order by r.observed_at)
+                           filter (where r.external_reference is not null), '{}') as "references!"
+           from (select * from integrity_incident where resolved_at is null
+                 order by opened_at, id limit $1) i
+           join step s on s.id = i.step_id
+           join workflow w on w.id = s.workflow_id
+           left join incident_reference r on r.incident_id = i.id
+           group by i.id, i.step_id, i.kind, i.opened_at, s.workflow_id, w.creation_key
+           order by i.opened_at, i.id"#,
+        limit
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| IncidentRow {
+            incident_id: r.id,
+            step_id: r.step_id,
+            workflow_id: r.workflow_id,
+            creation_key: r.creation_key,
+            kind: r.kind,
+            opened_at: r.opened_at,
+            references: r.references,
+        })
+        .collect())
+}

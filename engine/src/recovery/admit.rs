@@ -1,0 +1,75 @@
+//! The checks an action passes before it changes anything: the operator's text, then the role,
+//! the page's freshness, a worker's lease and the contract, decided again inside the action's
+//! transaction by the same function that drew the page.
+
+use crate::domain::{OperatorAction, Role, refusal};
+use crate::store::action::StepFacts;
+
+use super::error::ActionError;
+
+/// Checks, in order: the role, the page's freshness, a worker's lease, the contract.
+pub(super) fn admit(
+    locked: &StepFacts,
+    role: Role,
+    action: OperatorAction,
+    seen: Option<i64>,
+) -> Result<(), ActionError> {
+    if !role.may(action) {
+        return Err(ActionError::Forbidden(format!(
+            "{} needs the {} role; you are signed in as {}.",
+            action.label(),
+            role_name(action.required_role()),
+            role_name(role)
+        )));
+    }
+    if seen.is_some_and(|v| v != locked.version) {
+        return Err(ActionError::Conflict(format!(
+            "This step changed since your page was drawn (it is now {}). Nothing was done; review the evidence again.",
+            locked.state.label().to_lowercase()
+        )));
+    }
+    if let Some(until) = locked.leased_until {
+        return Err(ActionError::Conflict(format!(
+            "A worker is handling this step right now (its lease runs until {}). Nothing was done; reload in a moment.",
+            until.format("%H:%M:%S UTC")
+        )));
+    }
+    let facts = locked.decision_facts().ok_or_else(|| {
+        ActionError::NotPermitted(format!(
+            "{} does not apply to a step that calls no destination.",
+            action.label()
+        ))
+    })?;
+    match refusal(&facts, role, action) {
+        None => Ok(()),
+        Some(why) => Err(ActionError::NotPermitted(why)),
+    }
+}
+
+pub(super) fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::Viewer => "viewer",
+        Role::Operator => "operator",
+        Role::Approver => "approver",
+    }
+}
+
+/// `value` trimmed, if it is present, at most `max` characters, and storable: PostgreSQL
+/// cannot store a NUL character and would answer with a driver error instead of a sentence.
+pub(super) fn required(field: &str, value: &str, max: usize) -> Result<String, ActionError> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Err(ActionError::Invalid(format!("{field} is required.")));
+    }
+    if value.chars().count() > max {
+        return Err(ActionError::Invalid(format!(
+            "{field} is longer than {max} characters."
+        )));
+    }
+    if value.contains('\0') {
+        return Err(ActionError::Invalid(format!(
+            "{field} contains a NUL character."
+        )));
+    }
+    Ok(value.to_owned())
+}

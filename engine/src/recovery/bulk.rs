@@ -1,0 +1,280 @@
+//! Bulk recovery: one operator action over the exact rows a person previewed, at a set rate,
+//! each row permitted (or refused) by the same decision as a single action. A row that
+//! changed after the preview is refused as stale; a row that arrived later was never an item.
+//! Runs are durable: a server that restarts resumes its unfinished runs (docs/DESIGN.md §7).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::domain::{OperatorAction, Role};
+use crate::operators::Operator;
+use crate::store::bulk::{self as runs, NewRunRow, UnfinishedRun};
+
+use super::{Action, ActionError, Request};
+
+pub use crate::domain::actions::BULK_ACTIONS;
+
+/// A run to create.
+#[derive(Debug, Clone)]
+pub struct NewRun<'a> {
+    pub operator: &'a Operator,
+    pub action: OperatorAction,
+    pub reason: &'a str,
+    pub residual_uncertainty: Option<&'a str>,
+    pub rate_per_sec: i32,
+    /// The rows shown: step and the version it had on the preview.
+    pub rows: &'a [(Uuid, i64)],
+}
+
+/// Why a run was not created.
+#[derive(Debug, thiserror::Error)]
+pub enum BulkError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Sqlx(#[from] sqlx::Error),
+}
+
+/// Records a run and its items; [`run`] performs them.
+pub async fn create(pool: &PgPool, new: &NewRun<'_>) -> Result<Uuid, BulkError> {
+    if !BULK_ACTIONS.contains(&new.action) {
+        return Err(not_in_bulk(new.action));
+    }
+    if !new.operator.role.may(new.action) {
+        return Err(BulkError::Invalid(format!(
+            "{} needs a role above yours.",
+            new.action.label()
+        )));
+    }
+    if new.reason.trim().is_empty() {
+        return Err(BulkError::Invalid("A reason is required.".into()));
+    }
+    if new.action == OperatorAction::Waive
+        && new.residual_uncertainty.is_none_or(|r| r.trim().is_empty())
+    {
+        return Err(BulkError::Invalid(
+            "A waiver names the residual uncertainty.".into(),
+        ));
+    }
+    if new.rows.is_empty() {
+        return Err(BulkError::Invalid("No rows were selected.".into()));
+    }
+    if !(1..=100).contains(&new.rate_per_sec) {
+        return Err(BulkError::Invalid(
+            "The rate is 1 to 100 steps per second.".into(),
+        ));
+    }
+    let id = Uuid::now_v7();
+    let (steps, versions): (Vec<Uuid>, Vec<i64>) = new.rows.iter().copied().unzip();
+    let mut tx = pool.begin().await?;
+    runs::insert_run(
+        &mut tx,
+        &NewRunRow {
+            id,
+            author: &new.operator.username,
+            author_role: new.operator.role,
+            action: new.action,
+            reason: new.reason.trim(),
+            residual_uncertainty: new.residual_uncertainty,
+            rate_per_sec: new.rate_per_sec,
+        },
+    )
+    .await?;
+    runs::insert_items(&mut tx, id, &steps, &versions).await?;
+    tx.commit().await?;
+    Ok(id)
+}
+
+/// The refusal of an action that is decided one step at a time.
+fn not_in_bulk(action: OperatorAction) -> BulkError {
+    BulkError::Invalid(format!(
+        "{} is decided one step at a time, not in bulk.",
+        action.label()
+    ))
+}
+
+/// The single action a run's action stands for on each row. Every variant is named, so a new
+/// operator action must be placed here, in bulk or not, before the engine builds.
+fn action_for(action: OperatorAction, residual: Option<&str>) -> Result<Action, BulkError> {
+    match action {
+        OperatorAction::CheckDestination => Ok(Action::CheckDestination),
+        OperatorAction::RetrySameKey => Ok(Action::RetrySameKey),
+        OperatorAction::Waive => Ok(Action::Waive {
+            residual_uncertainty: residual.unwrap_or_default().to_owned(),
+        }),
+        OperatorAction::Cancel => Ok(Action::Cancel),
+        OperatorAction::AttachEvidence
+        | OperatorAction::AuthorizeAnotherAttempt
+        | OperatorAction::Replace
+        | OperatorAction::ResolveIncident => Err(not_in_bulk(action)),
+    }
+}
+
+/// Performs a run's pending items at its rate until none is left, then marks it finished.
+/// Safe to call twice for one run: each item is claimed with `for update skip locked`.
+pub async fn run(pool: &PgPool, id: Uuid) -> sqlx::Result<()> {
+    let Some(r) = runs::unfinished(pool, id).await? else {
+        return Ok(());
+    };
+    let operator = Operator {
+        id: Uuid::nil(),
+        username: r.author.clone(),
+        role: r.role,
+    };
+    let pause = Duration::from_millis(1_000 / u64::try_from(r.rate_per_sec.max(1)).unwrap_or(1));
+    loop {
+        let mut tx = pool.begin().await?;
+        let Some((step, seen_version)) = runs::claim_next_item(&mut tx, id).await? else {
+            break;
+        };
+        let (outcome, message) = perform_item(pool, &operator, &r, step, seen_version).await;
+        runs::record_item_outcome(&mut tx, id, step, outcome, &message).await?;
+        tx.commit().await?;
+        tokio::time::sleep(pause).await;
+    }
+    runs::finish(pool, id).await?;
+    Ok(())
+}
+
+/// Performs one item as a single action would be performed; returns its outcome (`done`,
+/// `refused` or `failed`) and the message shown for it.
+async fn perform_item(
+    pool: &PgPool,
+    operator: &Operator,
+    run: &UnfinishedRun,
+    step: Uuid,
+    seen_version: i64,
+) -> (&'static str, String) {
+    let action = match action_for(run.action, run.residual_uncertainty.as_deref()) {
+        Ok(action) => action,
+        Err(refused) => return ("refused", refused.to_string()),
+    };
+    let result = super::perform(
+        pool,
+        Request {
+            operator,
+            step,
+            seen_version: Some(seen_version),
+            reason: &run.reason,
+            action,
+        },
+    )
+    .await;
+    match result {
+        Ok(done) => ("done", done.message),
+        Err(
+            e @ (ActionError::Forbidden(_)
+            | ActionError::NotPermitted(_)
+            | ActionError::Conflict(_)
+            | ActionError::Invalid(_)
+            | ActionError::NotFound),
+        ) => ("refused", e.to_string()),
+        Err(e) => {
+            // The item's message is shown on the run's page: the driver's text goes to the log.
+            if let ActionError::Sqlx(error) = &e {
+                tracing::warn!(%error, %step, "a bulk item failed on a database error");
+            }
+            ("failed", e.to_string())
+        }
+    }
+}
+
+/// Runs every unfinished run (after a restart); returns how many there were.
+pub async fn resume_all(pool: &PgPool) -> sqlx::Result<usize> {
+    let unfinished = runs::unfinished_ids(pool).await?;
+    for id in &unfinished {
+        spawn(pool.clone(), *id);
+    }
+    Ok(unfinished.len())
+}
+
+/// Runs `id` in the background; a run that stops on an error resumes at the next start.
+pub fn spawn(pool: PgPool, id: Uuid) {
+    tokio::spawn(async move {
+        if let Err(error) = run(&pool, id).await {
+            tracing::warn!(%error, run = %id, "bulk run stopped; it resumes at the next start");
+        }
+    });
+}
+
+/// A run's progress, for its page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    pub id: Uuid,
+    pub author: String,
+    pub action: OperatorAction,
+    pub reason: String,
+    pub rate_per_sec: i32,
+    pub created_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Every item: step, workflow creation key, outcome (none while pending), message.
+    pub items: Vec<(Uuid, String, Option<String>, Option<String>)>,
+}
+
+/// Run `id` with every item, or `None`.
+pub async fn progress(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Progress>> {
+    let Some(r) = runs::summary(pool, id).await? else {
+        return Ok(None);
+    };
+    let items = runs::items(pool, id).await?;
+    Ok(Some(Progress {
+        id,
+        author: r.author,
+        action: r.action,
+        reason: r.reason,
+        rate_per_sec: r.rate_per_sec,
+        created_at: r.created_at,
+        finished_at: r.finished_at,
+        items,
+    }))
+}
+
+/// One row of a preview: the step as shown, and whether the action is permitted on it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreviewRow {
+    pub step_id: Uuid,
+    pub creation_key: String,
+    pub state: crate::domain::StepState,
+    pub adapter: Option<String>,
+    pub version: i64,
+    /// Why the action would be refused on this row; `None` when it is permitted.
+    pub refusal: Option<String>,
+}
+
+/// The exact rows `filter` selects now (at most `limit`; `true` when there are more), each
+/// judged by the decision table for `action` under `role`.
+pub async fn preview(
+    pool: &PgPool,
+    filter: &crate::read::queue::QueueFilter,
+    action: OperatorAction,
+    role: Role,
+    limit: i64,
+) -> sqlx::Result<(Vec<PreviewRow>, bool)> {
+    let mut rows = crate::read::queue::queue(pool, filter, None, limit + 1).await?;
+    let more = rows.len() > usize::try_from(limit).unwrap_or(usize::MAX);
+    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    let mut conn = pool.acquire().await?;
+    let mut preview = Vec::with_capacity(rows.len());
+    for row in rows {
+        let Some(locked) = crate::store::action::read_facts(&mut conn, row.step_id).await? else {
+            continue;
+        };
+        let refusal = match locked.decision_facts() {
+            None => Some("This step calls no destination.".to_owned()),
+            Some(facts) => crate::domain::refusal(&facts, role, action),
+        };
+        preview.push(PreviewRow {
+            step_id: row.step_id,
+            creation_key: row.creation_key,
+            state: locked.state,
+            adapter: row.adapter,
+            version: locked.version,
+            refusal,
+        });
+    }
+    Ok((preview, more))
+}

@@ -1,0 +1,103 @@
+//! The semantic invariants of docs/DESIGN.md §11 as one query over durable state, and the
+//! record of each violation found.
+
+use serde_json::Value;
+use sqlx::{Executor, Postgres};
+
+/// Every violation that holds now: (kind, subject, evidence).
+pub async fn current_violations<'e, E>(executor: E) -> sqlx::Result<Vec<(String, String, Value)>>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    let rows = sqlx::query!(
+        r#"
+        select 'one_effect_step_with_several_references' as "kind!", s.id::text as "subject!",
+               jsonb_build_object('references', array_agg(distinct refs.reference)) as "evidence!"
+        from step s
+        join lateral (
+            select r.external_reference as reference from receipt r where r.step_id = s.id
+            union
+            select ir.external_reference from integrity_incident i
+            join incident_reference ir on ir.incident_id = i.id
+            where i.step_id = s.id and i.kind = 'duplicate_effect'
+        ) refs on true
+        where s.kind <> 'pure'
+        group by s.id
+        having count(distinct refs.reference) > 1
+
+        union all
+        select 'succeeded_step_without_receipt', s.id::text,
+               jsonb_build_object('workflow', s.workflow_id, 'logical', s.logical)
+        from step s
+        where s.state = 'succeeded' and s.kind <> 'pure'
+          and not exists (select 1 from receipt r where r.step_id = s.id)
+
+        union all
+        select 'dependant_started_before_required_receipt', d.id::text,
+               jsonb_build_object('dependency', p.id, 'attempt_started', min(a.started_at),
+                                  'dependency_settled', coalesce(max(r.created_at), max(w.created_at)))
+        from step d
+        join attempt a on a.step_id = d.id
+        join step p on p.workflow_id = d.workflow_id and p.logical = any(d.depends_on)
+        left join receipt r on r.step_id = p.id
+        left join waiver w on w.step_id = p.id and d.accepts_waiver
+        where p.kind <> 'pure'
+          and not exists (select 1 from step r where r.replaces_step_id = p.id)
+        group by d.id, p.id
+        having coalesce(max(r.created_at), max(w.created_at)) is null
+            or min(a.started_at) < coalesce(max(r.created_at), max(w.created_at))
+
+        union all
+        select 'opaque_retry_without_authorization', later.step_id::text,
+               jsonb_build_object('attempt', later.id, 'number', later.number, 'after_unknown_attempt', earlier.id)
+        from attempt later
+        join step s on s.id = later.step_id
+        join adapter ad on ad.name = s.adapter
+        join attempt earlier on earlier.step_id = later.step_id and earlier.number < later.number
+             and earlier.outcome = 'outcome_unknown'
+        where later.authorization_id is null
+          and ad.contract ->> 'accepts_idempotency_key' = 'false'
+          and ad.contract ->> 'query_by_client_reference' = 'false'
+
+        union all
+        select 'request_key_with_two_digests', q.request_key,
+               jsonb_build_object('bound', q.input_digest, 'receipt', r.input_digest)
+        from external_request q join receipt r on r.request_key = q.request_key
+        where r.input_digest <> q.input_digest
+
+        union all
+        select 'lease_expired_after_call_without_review', s.id::text,
+               jsonb_build_object('attempt', a.id, 'invoked_at', a.invoked_at, 'lease_expired_at', s.lease_expires_at)
+        from step s join attempt a on a.step_id = s.id and a.ended_at is null and a.invoked_at is not null
+        where s.state = 'invoking' and s.lease_expires_at < now() - interval '1 minute'
+        "#
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.kind, r.subject, r.evidence))
+        .collect())
+}
+
+/// Records a violation once (per kind and subject), with the evidence first seen.
+pub async fn record_violation<'e, E>(
+    executor: E,
+    kind: &str,
+    subject: &str,
+    evidence: &Value,
+) -> sqlx::Result<()>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    sqlx::query!(
+        r#"insert into invariant_violation (kind, subject, evidence) values ($1, $2, $3)
+               on conflict (kind, subject) do nothing"#,
+        kind,
+        subject,
+        evidence,
+    )
+    .execute(executor)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,165 @@
+//! The projections' writes (docs/DESIGN.md §10): the status projection, the metrics counters,
+//! notification candidates (and their sending), and the resets a rebuild starts from. A
+//! consumer's write runs in the transaction that records the event in its inbox, so the two
+//! commit together.
+
+use sqlx::{Executor, PgConnection, Postgres};
+use uuid::Uuid;
+
+use crate::domain::WorkflowState;
+
+/// Adds `by` to counter `name` with `labels` (already serialized, pairs sorted).
+pub async fn add_to_counter(
+    conn: &mut PgConnection,
+    name: &str,
+    labels: &str,
+    by: i64,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"insert into metric_counter (name, labels, value) values ($1, $2, $3)
+           on conflict (name, labels) do update set value = metric_counter.value + excluded.value"#,
+        name,
+        labels,
+        by,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Writes `workflow`'s status row at `revision`, unless the row already reflects a later one.
+pub async fn upsert_status(
+    conn: &mut PgConnection,
+    workflow: Uuid,
+    revision: i64,
+    state: WorkflowState,
+    sentence: &str,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"insert into status_projection (workflow_id, revision, state, sentence, updated_at)
+           values ($1, $2, $3, $4, now())
+           on conflict (workflow_id) do update
+              set revision = excluded.revision, state = excluded.state,
+                  sentence = excluded.sentence, updated_at = now()
+            where status_projection.revision <= excluded.revision"#,
+        workflow,
+        revision,
+        state as WorkflowState,
+        sentence,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Records a notification candidate for `workflow` at `revision`, once per revision.
+pub async fn insert_notification_candidate(
+    conn: &mut PgConnection,
+    workflow: Uuid,
+    revision: i64,
+    state: WorkflowState,
+    sentence: &str,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"insert into notification_candidate (workflow_id, revision, state, sentence)
+                   values ($1, $2, $3, $4) on conflict (workflow_id, revision) do nothing"#,
+        workflow,
+        revision,
+        state as WorkflowState,
+        sentence,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// A notification candidate not yet sent nor superseded, with its workflow's state now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DueNotification {
+    pub id: i64,
+    pub workflow_id: Uuid,
+    /// The state the candidate was recorded for.
+    pub state: WorkflowState,
+    pub sentence: String,
+    /// The workflow's state at this read.
+    pub current: WorkflowState,
+}
+
+/// Up to 100 due notification candidates, oldest first.
+pub async fn due_notifications<'e, E>(executor: E) -> sqlx::Result<Vec<DueNotification>>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    let rows = sqlx::query!(
+        r#"select c.id, c.workflow_id, c.state as "state: WorkflowState", c.sentence,
+                  w.state as "current: WorkflowState"
+           from notification_candidate c join workflow w on w.id = c.workflow_id
+           where c.sent_at is null and c.superseded_at is null order by c.id limit 100"#
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|c| DueNotification {
+            id: c.id,
+            workflow_id: c.workflow_id,
+            state: c.state,
+            sentence: c.sentence,
+            current: c.current,
+        })
+        .collect())
+}
+
+/// Marks candidate `id` superseded: its workflow moved on, so it is never sent.
+pub async fn supersede_notification<'e, E>(executor: E, id: i64) -> sqlx::Result<()>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    sqlx::query!(
+        r#"update notification_candidate set superseded_at = now() where id = $1"#,
+        id
+    )
+    .execute(executor)
+    .await?;
+    Ok(())
+}
+
+/// Marks candidate `id` sent.
+pub async fn mark_notification_sent<'e, E>(executor: E, id: i64) -> sqlx::Result<()>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    sqlx::query!(
+        r#"update notification_candidate set sent_at = now() where id = $1"#,
+        id
+    )
+    .execute(executor)
+    .await?;
+    Ok(())
+}
+
+/// Empties every rebuildable projection: status rows, the revisions of the status and
+/// notification consumers, the counters and the metrics inbox (so history can be replayed
+/// through it). Notification candidates and the webhook queue are kept.
+pub async fn clear_projections(conn: &mut PgConnection) -> sqlx::Result<()> {
+    sqlx::query!("delete from status_projection")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query!("delete from consumer_revision where consumer in ('status', 'notifications')")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query!("delete from metric_counter")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query!("delete from inbox where consumer = 'metrics'")
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// The id of every workflow, for re-projecting them all.
+pub async fn workflow_ids(conn: &mut PgConnection) -> sqlx::Result<Vec<Uuid>> {
+    sqlx::query_scalar!("select id from workflow")
+        .fetch_all(conn)
+        .await
+}

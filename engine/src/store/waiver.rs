@@ -1,0 +1,44 @@
+//! Waivers: an operator accepts a step's residual uncertainty, naming it; the step counts as
+//! done and its dependants run.
+
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// Records waiver `id` of `step`, with the residual uncertainty it accepts.
+pub async fn insert(
+    conn: &mut PgConnection,
+    id: Uuid,
+    step: Uuid,
+    author: &str,
+    reason: &str,
+    residual: &str,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"insert into waiver (id, step_id, author, reason, residual_uncertainty) values ($1, $2, $3, $4, $5)"#,
+        id,
+        step,
+        author,
+        reason,
+        residual,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Marks `step` waived under `waiver`.
+pub async fn mark_step_waived(
+    conn: &mut PgConnection,
+    step: Uuid,
+    waiver: Uuid,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"update step set state = 'waived', waiver_id = $2, unknown_since = null, updated_at = now()
+           where id = $1"#,
+        step,
+        waiver,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}

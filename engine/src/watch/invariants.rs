@@ -1,0 +1,96 @@
+//! The semantic invariants of docs/DESIGN.md §11, as queries. Run continuously by workers'
+//! sweeps and on demand by `z29c check`; each violation is recorded once, with the evidence
+//! that shows it. Also the preparation of a restored database before workers resume
+//! (docs/DESIGN.md §12).
+
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::PgPool;
+
+use crate::failpoint::{self, BrokenRule};
+use crate::store::{invariant, restore};
+
+/// The invariants, named as they are recorded and exported.
+pub const KINDS: [&str; 6] = [
+    "one_effect_step_with_several_references",
+    "succeeded_step_without_receipt",
+    "dependant_started_before_required_receipt",
+    "opaque_retry_without_authorization",
+    "request_key_with_two_digests",
+    "lease_expired_after_call_without_review",
+];
+
+/// One violation found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Violation {
+    pub kind: String,
+    pub subject: String,
+    pub evidence: Value,
+}
+
+/// Finds every current violation and records the new ones; returns all that hold now.
+pub async fn check(pool: &PgPool) -> sqlx::Result<Vec<Violation>> {
+    let violations: Vec<Violation> = invariant::current_violations(pool)
+        .await?
+        .into_iter()
+        .map(|(kind, subject, evidence)| Violation {
+            kind,
+            subject,
+            evidence,
+        })
+        .collect();
+    for v in &violations {
+        invariant::record_violation(pool, &v.kind, &v.subject, &v.evidence).await?;
+    }
+    Ok(violations)
+}
+
+/// What [`prepare_resume`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resume {
+    /// External steps now outcome unknown: caught mid-call, or ready to be called.
+    pub to_recovery: usize,
+    /// External steps waiting for their dependencies, marked to start as outcome unknown.
+    pub marked: usize,
+    /// Pure steps caught running, ready again.
+    pub to_ready: usize,
+}
+
+/// Before workers resume after a restore. The live system went on after the backup was taken,
+/// so any external step the backup saw unfinished may have been sent since — and the
+/// destination keeps what it received. Such a step is never sent blind:
+///
+/// - caught `running` or `invoking`, or `ready` to be called: its open attempt (if any) ends
+///   `outcome_unknown` ("restored") and the step goes to recovery under its request key — a
+///   query or a same-key replay where the contract allows, review otherwise;
+/// - `blocked` on its dependencies: it is marked (`restored_at`), and starts as outcome unknown
+///   instead of ready once they are met.
+///
+/// Pure steps caught `running` simply run again. Run it with every worker stopped.
+pub async fn prepare_resume(pool: &PgPool) -> sqlx::Result<Resume> {
+    let restored = serde_json::to_value(crate::domain::TransportObservation::Restored)
+        .expect("an observation serializes");
+    // The harness's broken rule: only steps caught mid-call, as if the live system had stopped
+    // at the backup.
+    let unfinished: &[&str] = if failpoint::broken(BrokenRule::ResumeBlind) {
+        &["running", "invoking"]
+    } else {
+        &["blocked", "ready", "running", "invoking"]
+    };
+    let unfinished: Vec<String> = unfinished.iter().map(|s| (*s).to_owned()).collect();
+    let mut tx = pool.begin().await?;
+    // The derived key (RequestKey::derive) where none was persisted, so recovery can ask about it.
+    let keyed = restore::mark_restored(&mut tx, &unfinished).await?;
+    let to_recovery = restore::send_to_recovery(&mut tx, &restored, &unfinished).await?;
+    restore::expire_running_leases(&mut tx).await?;
+    let to_ready = crate::store::lease::reclaim_expired_before_call(&mut tx).await?;
+    for (_, workflow) in &to_recovery {
+        crate::store::workflow::refresh_state(&mut tx, *workflow).await?;
+    }
+    tx.commit().await?;
+    Ok(Resume {
+        to_recovery: to_recovery.len(),
+        marked: keyed.iter().filter(|(_, state)| state == "blocked").count(),
+        to_ready: to_ready.len(),
+    })
+}

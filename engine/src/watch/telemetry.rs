@@ -1,0 +1,107 @@
+//! The figures `/metrics` exposes: the metrics projection's counters, and gauges read from
+//! durable state at scrape time (each an index-served aggregate, `read::metrics`).
+
+use sqlx::PgPool;
+
+use crate::read::metrics;
+
+/// One figure: name, labels, value.
+pub type Figure = (String, Vec<(String, String)>, f64);
+
+/// Counters (monotonic, from the metrics projection) and gauges (current state).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Figures {
+    pub counters: Vec<Figure>,
+    pub gauges: Vec<Figure>,
+}
+
+fn labelled(name: &str, labels: &[(&str, &str)], value: f64) -> Figure {
+    (
+        name.to_owned(),
+        labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        value,
+    )
+}
+
+/// Reads every figure.
+pub async fn figures(pool: &PgPool) -> sqlx::Result<Figures> {
+    let mut f = Figures::default();
+    for (name, labels, value) in metrics::counters(pool).await? {
+        let labels: Vec<(String, String)> = serde_json::from_str(&labels).unwrap_or_default();
+        f.counters.push((name, labels, value as f64));
+    }
+    waiting(pool, &mut f).await?;
+    incidents_and_violations(pool, &mut f).await?;
+    alerts_and_outbox(pool, &mut f).await?;
+    f.gauges.push(labelled(
+        "z29c_db_pool_connections",
+        &[],
+        f64::from(pool.size()),
+    ));
+    f.gauges.push(labelled(
+        "z29c_db_pool_idle_connections",
+        &[],
+        pool.num_idle() as f64,
+    ));
+    Ok(f)
+}
+
+/// The waiting steps by state, and how long the oldest has waited for an outcome (rejected
+/// steps wait for a replacement, not for an outcome, so they do not count towards it).
+async fn waiting(pool: &PgPool, f: &mut Figures) -> sqlx::Result<()> {
+    let mut oldest = 0.0_f64;
+    for (state, n, waited) in &metrics::waiting_steps(pool).await? {
+        f.gauges.push(labelled(
+            "z29c_steps_waiting",
+            &[("state", state)],
+            *n as f64,
+        ));
+        if state != "rejected" {
+            oldest = oldest.max(*waited);
+        }
+    }
+    f.gauges
+        .push(labelled("z29c_unknown_outcome_oldest_seconds", &[], oldest));
+    Ok(())
+}
+
+/// Open incidents by kind; recorded invariant violations by kind; attempts whose worker was
+/// lost after the request began.
+async fn incidents_and_violations(pool: &PgPool, f: &mut Figures) -> sqlx::Result<()> {
+    for (kind, open) in metrics::open_incidents_by_kind(pool).await? {
+        f.gauges.push(labelled(
+            "z29c_incidents_open",
+            &[("kind", &kind)],
+            open as f64,
+        ));
+    }
+    for (kind, n) in metrics::violations_by_kind(pool).await? {
+        f.counters.push(labelled(
+            "z29c_invariant_violations_total",
+            &[("kind", &kind)],
+            n as f64,
+        ));
+    }
+    let lease_expiries = metrics::lease_expiries_after_request_began(pool).await?;
+    f.counters.push(labelled(
+        "z29c_lease_expiries_after_request_began_total",
+        &[],
+        lease_expiries as f64,
+    ));
+    Ok(())
+}
+
+/// Open alerts by rule, and the outbox events not yet published.
+async fn alerts_and_outbox(pool: &PgPool, f: &mut Figures) -> sqlx::Result<()> {
+    for (rule, n) in metrics::open_alerts_by_rule(pool).await? {
+        f.gauges
+            .push(labelled("z29c_alerts_open", &[("rule", &rule)], n as f64));
+    }
+    let backlog = metrics::outbox_backlog(pool).await?;
+    f.gauges
+        .push(labelled("z29c_outbox_unpublished", &[], backlog as f64));
+    Ok(())
+}

@@ -1,0 +1,338 @@
+//! Checkpoints 2–6 of docs/DESIGN.md §4 for an attempt already recorded: authority and the
+//! request identity before any byte is sent, the call outside any transaction, then the
+//! observation and the receipt (or where the step goes next) in one transaction.
+
+use serde_json::json;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::{
+    StepReport, Worker, WorkerError, adapter_for, parse_input, request_key, settled_state,
+};
+use crate::adapter::{Adapter, WithdrawalObservation};
+use crate::definition::{self, PreparedRequest};
+use crate::domain::EventKind;
+use crate::domain::{AttemptOutcome, ReceiptMethod, RequestKey, StepState, TransportObservation};
+use crate::failpoint::{self, BrokenRule, FaultPoint};
+use crate::store::step::{self, Claimed, Settle};
+use crate::store::{attempt, lease, request, workflow};
+
+impl Worker {
+    /// A pure step: a deterministic transform of the input, with no boundary to cross.
+    pub(super) async fn run_pure(&self, step: &Claimed) -> Result<StepReport, WorkerError> {
+        let input = parse_input(step)?;
+        let output = definition::render(&input);
+        let attempt = match step.attempt {
+            Some(attempt) => attempt,
+            None => self.open_attempt(step).await?,
+        };
+        let mut tx = self.pool.begin().await?;
+        attempt::end_pure_attempt(&mut tx, attempt).await?;
+        step::complete_pure(&mut tx, step.id, &self.config.name, &output).await?;
+        step::release_dependants(&mut tx, step.workflow_id).await?;
+        workflow::announce(
+            &mut tx,
+            step.workflow_id,
+            EventKind::StepSucceeded,
+            &json!({ "step": step.id, "logical": step.logical }),
+        )
+        .await?;
+        workflow::refresh_state(&mut tx, step.workflow_id).await?;
+        tx.commit().await?;
+        Ok(StepReport::PureCompleted)
+    }
+
+    /// Checkpoints 2–6 for an attempt already recorded.
+    pub(super) async fn invoke(
+        &self,
+        step: &Claimed,
+        attempt: Uuid,
+    ) -> Result<StepReport, WorkerError> {
+        let (adapter, contract_version) = adapter_for(&self.adapters, step)?;
+        let key = request_key(step);
+        let prepared = match self
+            .bind_obligation(step, attempt, &key, adapter.as_ref(), contract_version)
+            .await?
+        {
+            Obligation::Bound(prepared) => prepared,
+            Obligation::Concluded(report) => return Ok(report),
+        };
+        failpoint::hit(FaultPoint::AfterObligationCommit);
+
+        // Checkpoint 4: the call, outside any transaction, with the lease renewed meanwhile.
+        let observation = self.call(step, adapter.as_ref(), &key, &prepared).await;
+        failpoint::hit(if step.withdraws.is_some() {
+            FaultPoint::DuringCompensationAcceptance
+        } else {
+            FaultPoint::AfterResponseBeforeObservation
+        });
+
+        // Checkpoints 5 and 6.
+        let tx = self.pool.begin().await?;
+        let concluded = self
+            .conclude(
+                tx,
+                step,
+                attempt,
+                &key,
+                adapter.as_ref(),
+                observation.clone(),
+            )
+            .await;
+        if let Err(WorkerError::LeaseLost(_)) = &concluded {
+            // The step belongs to someone else now and this worker changes none of its state,
+            // but what the destination answered is evidence: keep it on the timeline.
+            let body = json!({ "late": true, "attempt": attempt, "observation": observation });
+            let mut conn = self.pool.acquire().await?;
+            attempt::record_observation(
+                &mut conn,
+                step.id,
+                Some(attempt),
+                Some(key.as_str()),
+                "transport",
+                &body,
+            )
+            .await?;
+        }
+        concluded
+    }
+
+    /// Checkpoints 2 and 3: authority, then the request identity, before any byte is sent. A
+    /// denied authority or a request that no longer regenerates identically concludes the
+    /// attempt here, in the same transaction, without a call.
+    async fn bind_obligation(
+        &self,
+        step: &Claimed,
+        attempt: Uuid,
+        key: &RequestKey,
+        adapter: &dyn Adapter,
+        contract_version: i32,
+    ) -> Result<Obligation, WorkerError> {
+        let input = parse_input(step)?;
+        let mut tx = self.pool.begin().await?;
+        let prepared = prepare(&mut tx, step, key).await?;
+        let adapter_name = step.adapter.as_deref().unwrap_or_default();
+        if let Some(reason) =
+            attempt::authority_check(&mut tx, step.id, attempt, adapter_name, &input.recipient)
+                .await?
+        {
+            let observation = TransportObservation::AuthorityDenied { reason };
+            let report = self
+                .conclude(tx, step, attempt, key, adapter, observation)
+                .await?;
+            return Ok(Obligation::Concluded(report));
+        }
+        let bound = request::bind_request(
+            &mut tx,
+            &request::RequestIdentity {
+                key: key.as_str(),
+                step: step.id,
+                digest: prepared.request_digest.as_str(),
+                summary: &prepared.body,
+                adapter: adapter_name,
+                contract_version,
+            },
+        )
+        .await?;
+        if bound != prepared.request_digest.as_str() {
+            let observation = TransportObservation::RequestDiverged {
+                bound,
+                regenerated: prepared.request_digest.to_string(),
+            };
+            let report = self
+                .conclude(tx, step, attempt, key, adapter, observation)
+                .await?;
+            return Ok(Obligation::Concluded(report));
+        }
+        step::mark_invoking(&mut tx, step.id, &self.config.name, attempt, key.as_str()).await?;
+        tx.commit().await?;
+        Ok(Obligation::Bound(prepared))
+    }
+
+    /// Checkpoint 4: the delivery (or, for a compensation step, the withdrawal) it asks for.
+    async fn call(
+        &self,
+        step: &Claimed,
+        adapter: &dyn Adapter,
+        key: &RequestKey,
+        prepared: &PreparedRequest,
+    ) -> TransportObservation {
+        let call = match &step.withdraws {
+            None => adapter.deliver(key, prepared),
+            Some(target) => Box::pin(async move {
+                match adapter.withdraw(key, target).await {
+                    WithdrawalObservation::Withdrawn {
+                        withdrawal_reference,
+                        ..
+                    } => TransportObservation::Accepted {
+                        status: 201,
+                        external_reference: withdrawal_reference,
+                        replayed: false,
+                    },
+                    WithdrawalObservation::Transport(observation) => observation,
+                }
+            }),
+        };
+        self.hold().call_renewing(step.id, call).await
+    }
+
+    /// Checkpoints 5 and 6: the observation, then the receipt or where the step goes next.
+    pub(super) async fn conclude(
+        &self,
+        mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
+        step: &Claimed,
+        attempt: Uuid,
+        key: &RequestKey,
+        adapter: &dyn Adapter,
+        observation: TransportObservation,
+    ) -> Result<StepReport, WorkerError> {
+        let worker = self.config.name.as_str();
+        // The lease must still be ours before anything is written; every path below settles
+        // the step and so ends the lease in this transaction.
+        lease::hold_lease(&mut tx, step.id, worker).await?;
+        attempt::end_attempt(&mut tx, step.id, attempt, Some(key.as_str()), &observation).await?;
+        let outcome = observation.outcome();
+        let method = ReceiptMethod::of_answer(&observation);
+        let state = match (&observation, method) {
+            (
+                TransportObservation::Accepted {
+                    external_reference,
+                    replayed,
+                    status,
+                },
+                Some(method),
+            ) => {
+                let summary = json!({ "status": status, "replayed": replayed });
+                self.hold()
+                    .record_reference(&mut tx, step, key, external_reference, method, &summary)
+                    .await?
+            }
+            _ => {
+                let settle = self.settle_after(step, adapter, &observation, outcome);
+                step::settle(&mut tx, step.id, Some(worker), settle).await?;
+                settled_state(settle)
+            }
+        };
+        workflow::announce(
+            &mut tx,
+            step.workflow_id,
+            EventKind::StepAttemptEnded,
+            &json!({
+                "step": step.id, "outcome": outcome, "state": state,
+                "logical": step.logical, "adapter": step.adapter, "method": method,
+            }),
+        )
+        .await?;
+        workflow::refresh_state(&mut tx, step.workflow_id).await?;
+        tx.commit().await?;
+        failpoint::hit(FaultPoint::AfterReceiptBeforeAck);
+        Ok(StepReport::Settled { outcome, state })
+    }
+
+    /// Where a step goes after an attempt that did not succeed: recovery for an unknown
+    /// outcome; a safe retry with back-off, rejection or review for the others.
+    fn settle_after(
+        &self,
+        step: &Claimed,
+        adapter: &dyn Adapter,
+        observation: &TransportObservation,
+        outcome: AttemptOutcome,
+    ) -> Settle {
+        let contract = adapter.contract();
+        match outcome {
+            AttemptOutcome::OutcomeUnknown => self.after_unknown(step, contract, None),
+            AttemptOutcome::Rejected | AttemptOutcome::FailedBeforeEffect => {
+                let attempts = step.attempt_count.max(1);
+                if observation.may_retry(contract) && attempts < self.config.retry.max_attempts {
+                    Settle::RetryAfter {
+                        millis: self.config.retry.backoff_ms(attempts),
+                    }
+                } else if outcome == AttemptOutcome::Rejected {
+                    Settle::Rejected
+                } else {
+                    Settle::Review
+                }
+            }
+            AttemptOutcome::Succeeded => unreachable!("only an accepted observation succeeds"),
+        }
+    }
+}
+
+/// Checkpoints 2–3 either bound the request (and the call may go) or concluded the attempt.
+enum Obligation {
+    Bound(PreparedRequest),
+    Concluded(StepReport),
+}
+
+/// Regenerates the request from the immutable inputs (recovery compares it with the bound one).
+pub(crate) async fn prepare(
+    conn: &mut PgConnection,
+    step: &Claimed,
+    key: &RequestKey,
+) -> Result<PreparedRequest, WorkerError> {
+    if let Some(target) = &step.withdraws {
+        return Ok(definition::withdrawal_request(key.as_str(), target));
+    }
+    let input = parse_input(step)?;
+    let deps = step::dependency_facts(conn, step.workflow_id).await?;
+    // The harness's broken rule: recovery regenerates the request under the newest
+    // definition instead of the one the workflow started with.
+    let version = if step.state == StepState::OutcomeUnknown
+        && failpoint::broken(BrokenRule::RegenerateWithNewest)
+    {
+        definition::DOCUMENT_DELIVERY_VERSIONS[definition::DOCUMENT_DELIVERY_VERSIONS.len() - 1]
+    } else {
+        step.definition_version
+    };
+    definition::prepare_request(version, &step.logical, key.as_str(), &input, &deps).map_err(
+        |source| WorkerError::Definition {
+            step: step.id,
+            source,
+        },
+    )
+}
+
+/// Binds the regenerated request to `key` where no identity was persisted: a step restored
+/// from a backup taken before its call, now proven by a lookup or by an operator's evidence.
+/// Regeneration is deterministic, so this is the request the live system sent.
+pub async fn bind_regenerated(
+    conn: &mut PgConnection,
+    step: &Claimed,
+    key: &RequestKey,
+    contract_version: i32,
+) -> Result<(), WorkerError> {
+    if request::request_identity(conn, key.as_str())
+        .await?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let prepared = prepare(conn, step, key).await?;
+    request::bind_request(
+        conn,
+        &request::RequestIdentity {
+            key: key.as_str(),
+            step: step.id,
+            digest: prepared.request_digest.as_str(),
+            summary: &prepared.body,
+            adapter: step.adapter.as_deref().unwrap_or_default(),
+            contract_version,
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// [`bind_regenerated`] for a step the caller holds locked but not leased: an operator's
+/// evidence for a step restored from a backup taken before its call.
+pub async fn bind_regenerated_for(
+    conn: &mut PgConnection,
+    step: Uuid,
+    key: &RequestKey,
+    contract_version: i32,
+) -> Result<(), WorkerError> {
+    let Some(claimed) = step::read_claimed(conn, step).await? else {
+        return Err(sqlx::Error::RowNotFound.into());
+    };
+    bind_regenerated(conn, &claimed, key, contract_version).await
+}

@@ -1,0 +1,362 @@
+//! Workers: each step through the checkpoint protocol of docs/DESIGN.md §4, with no network
+//! call inside a transaction, and recovery of steps whose outcome is unknown by the adapter's
+//! contract (docs/DESIGN.md §6).
+//!
+//! Checkpoint 1 (lease + attempt) is [`claim`]; [`invoke`] runs 2 (authority), 3 (request
+//! identity, `invoking`), 4 (the call, outside any transaction), 5 (observation) and 6 (receipt,
+//! dependants, outbox). A step found in `outcome_unknown` goes to [`recover`], which may ask the
+//! destination through [`lookup`]; operators' *Check destination* uses the same lookup.
+//!
+//! Checkpoints 2–3 share a transaction, as do 5–6: neither pair has a network call between.
+
+mod claim;
+pub mod invoke;
+pub mod lookup;
+mod recover;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio::task::JoinSet;
+use uuid::Uuid;
+
+use crate::adapter::Adapter;
+use crate::adapter::registry::Adapters;
+use crate::definition::{self, DocumentDeliveryInput, StepKind};
+use crate::domain::{AttemptOutcome, RequestKey, StepKey, StepState};
+use crate::store::guard::{self, GuardedError};
+use crate::store::lease;
+use crate::store::step::{self, Claimed, Settle};
+use crate::store::workflow;
+
+pub use lookup::Hold;
+
+/// How safe retries (nothing committed, or a retryable rejection) back off, per step.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// Attempts after which a step that keeps failing before effect goes to review.
+    pub max_attempts: i32,
+    pub base: Duration,
+    pub cap: Duration,
+}
+
+impl RetryPolicy {
+    fn backoff_ms(&self, attempt: i32) -> i64 {
+        let exp = u32::try_from(attempt.saturating_sub(1))
+            .unwrap_or(0)
+            .min(20);
+        let ms = self
+            .base
+            .as_millis()
+            .saturating_mul(1 << exp)
+            .min(self.cap.as_millis());
+        i64::try_from(ms).unwrap_or(i64::MAX)
+    }
+}
+
+/// Tuning of one worker process.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Names this worker in leases and attempts.
+    pub name: String,
+    /// Steps claimed per transaction.
+    pub batch: i64,
+    /// Steps in flight at once.
+    pub concurrency: usize,
+    /// How long a lease lasts without renewal.
+    pub lease: Duration,
+    /// How long to wait when nothing is due.
+    pub idle_poll: Duration,
+    /// How long automatic recovery may try before a person must decide.
+    pub recovery_window: Duration,
+    /// How often [`Worker::run`] checks the semantic invariants.
+    pub invariant_interval: Duration,
+    pub retry: RetryPolicy,
+}
+
+impl WorkerConfig {
+    /// Defaults suitable for the console demo and the tests.
+    pub fn named(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            batch: 32,
+            concurrency: 16,
+            lease: Duration::from_secs(30),
+            idle_poll: Duration::from_millis(250),
+            recovery_window: Duration::from_secs(15 * 60),
+            invariant_interval: Duration::from_secs(30),
+            retry: RetryPolicy {
+                max_attempts: 5,
+                base: Duration::from_millis(200),
+                cap: Duration::from_secs(30),
+            },
+        }
+    }
+}
+
+/// Errors that stop a worker pass (a lost lease does not: it is logged and skipped).
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error(transparent)]
+    Sqlx(#[from] sqlx::Error),
+    /// Another worker (or the sweeper) owns the step now; this worker changed nothing.
+    #[error(transparent)]
+    LeaseLost(#[from] guard::LeaseLost),
+    #[error("step {step} names adapter `{adapter}`, which is not registered")]
+    UnknownAdapter { step: Uuid, adapter: String },
+    #[error("step {step}: {source}")]
+    Definition {
+        step: Uuid,
+        source: definition::InputError,
+    },
+}
+
+impl From<GuardedError> for WorkerError {
+    fn from(e: GuardedError) -> Self {
+        match e {
+            GuardedError::Sqlx(e) => WorkerError::Sqlx(e),
+            GuardedError::LeaseLost(lost) => WorkerError::LeaseLost(lost),
+        }
+    }
+}
+
+/// The adapters a worker may call, with the contract version each was registered under.
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepReport {
+    PureCompleted,
+    Settled {
+        outcome: AttemptOutcome,
+        state: StepState,
+    },
+    Looked {
+        answer: String,
+        state: StepState,
+    },
+    ToReview,
+    LeaseLost,
+    /// The pass stopped on an error (logged); the lease expires and the sweeper takes over.
+    Stopped {
+        error: String,
+    },
+}
+
+/// A worker: claims due steps and drives each through the protocol.
+#[derive(Clone)]
+pub struct Worker {
+    pool: PgPool,
+    config: Arc<WorkerConfig>,
+    adapters: Arc<Adapters>,
+}
+
+impl Worker {
+    /// A worker over `pool` calling `adapters`. Its lease holder name gets a random suffix, so
+    /// two processes configured with one name can never pass for each other.
+    pub fn new(pool: PgPool, mut config: WorkerConfig, adapters: Adapters) -> Self {
+        config.name = format!(
+            "{}#{}",
+            config.name,
+            &Uuid::new_v4().simple().to_string()[..8]
+        );
+        Self {
+            pool,
+            config: Arc::new(config),
+            adapters: Arc::new(adapters),
+        }
+    }
+
+    /// The lease holder name this worker writes.
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// How long this worker's leases last without renewal.
+    pub fn lease(&self) -> Duration {
+        self.config.lease
+    }
+
+    fn lease_secs(&self) -> f64 {
+        self.config.lease.as_secs_f64()
+    }
+
+    /// This worker's lease, as the lookup and receipt code that operators share reads it.
+    fn hold(&self) -> Hold<'_> {
+        Hold {
+            pool: &self.pool,
+            holder: &self.config.name,
+            lease: self.config.lease,
+            adapters: &self.adapters,
+            now: None,
+        }
+    }
+
+    /// Runs until `shutdown` resolves: sweeps expired leases, claims, processes, and checks the
+    /// semantic invariants every `invariant_interval`.
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut next_check = tokio::time::Instant::now();
+        loop {
+            // Between passes, never during one: steps in flight finish their protocol first.
+            tokio::select! {
+                biased;
+                () = &mut shutdown => return,
+                () = std::future::ready(()) => {}
+            }
+            if tokio::time::Instant::now() >= next_check {
+                self.check_invariants().await;
+                next_check = tokio::time::Instant::now() + self.config.invariant_interval;
+            }
+            let worked = match self.run_once().await {
+                Ok(reports) => !reports.is_empty(),
+                Err(error) => {
+                    tracing::warn!(%error, worker = %self.config.name, "worker pass failed; retrying");
+                    false
+                }
+            };
+            if !worked {
+                tokio::select! {
+                    () = &mut shutdown => return,
+                    () = tokio::time::sleep(self.config.idle_poll) => {}
+                }
+            }
+        }
+    }
+
+    async fn check_invariants(&self) {
+        match crate::watch::invariants::check(&self.pool).await {
+            Ok(violations) => {
+                for v in violations {
+                    tracing::warn!(kind = %v.kind, subject = %v.subject, evidence = %v.evidence, "invariant violated");
+                }
+            }
+            Err(error) => tracing::warn!(%error, "invariant check failed"),
+        }
+    }
+
+    /// One pass: sweep, claim up to a batch, process the batch concurrently.
+    pub async fn run_once(&self) -> Result<Vec<(Uuid, StepReport)>, WorkerError> {
+        self.sweep().await?;
+        let claimed = self.claim().await?;
+        let mut set = JoinSet::new();
+        let mut reports = Vec::with_capacity(claimed.len());
+        for step in claimed {
+            if set.len() >= self.config.concurrency
+                && let Some(done) = set.join_next().await
+            {
+                reports.push(done.expect("a step task does not panic")?);
+            }
+            let worker = self.clone();
+            set.spawn(async move {
+                let id = step.id;
+                worker.process(step).await.map(|r| (id, r))
+            });
+        }
+        while let Some(done) = set.join_next().await {
+            reports.push(done.expect("a step task does not panic")?);
+        }
+        Ok(reports)
+    }
+
+    /// Ends attempts whose worker vanished and sends their steps to retry or recovery.
+    pub async fn sweep(&self) -> Result<(), WorkerError> {
+        let mut tx = self.pool.begin().await?;
+        lease::reclaim_expired_before_call(&mut tx).await?;
+        let unknown = lease::reclaim_expired_during_call(&mut tx).await?;
+        for (_, workflow_id) in &unknown {
+            workflow::refresh_state(&mut tx, *workflow_id).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn process(&self, step: Claimed) -> Result<StepReport, WorkerError> {
+        let result = match (step.kind, step.state) {
+            (StepKind::Pure, _) => self.run_pure(&step).await,
+            (_, StepState::OutcomeUnknown) => self.recover(&step).await,
+            _ => {
+                let attempt = match step.attempt {
+                    Some(attempt) => attempt,
+                    None => self.open_attempt(&step).await?,
+                };
+                self.invoke(&step, attempt).await
+            }
+        };
+        match result {
+            Err(WorkerError::LeaseLost(_)) => {
+                tracing::warn!(step = %step.id, "lease lost; another worker owns the step now");
+                Ok(StepReport::LeaseLost)
+            }
+            // A step this code cannot run (an adapter not registered here, an input its
+            // definition refuses) waits for a person instead of looping.
+            Err(error @ (WorkerError::UnknownAdapter { .. } | WorkerError::Definition { .. })) => {
+                tracing::error!(step = %step.id, %error, "step cannot run here; sent to review");
+                self.settle_alone(&step, Settle::Review).await?;
+                Ok(StepReport::ToReview)
+            }
+            // One step's trouble must not abort the others in flight: this step keeps its lease
+            // until it expires, and the sweeper hands it on by its checkpoint.
+            Err(error) => {
+                tracing::error!(step = %step.id, %error, "step pass stopped; the sweeper takes over when its lease expires");
+                Ok(StepReport::Stopped {
+                    error: error.to_string(),
+                })
+            }
+            ok => ok,
+        }
+    }
+
+    /// Settles a step this worker holds, in a transaction of its own.
+    async fn settle_alone(&self, step: &Claimed, settle: Settle) -> Result<(), WorkerError> {
+        let mut tx = self.pool.begin().await?;
+        step::settle(&mut tx, step.id, Some(&self.config.name), settle).await?;
+        workflow::refresh_state(&mut tx, step.workflow_id).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+/// The step's request key: the one persisted, or the one its identity derives.
+pub(crate) fn request_key(step: &Claimed) -> RequestKey {
+    step.request_key
+        .clone()
+        .map(RequestKey::from)
+        .unwrap_or_else(|| {
+            RequestKey::derive(
+                step.workflow_id,
+                &StepKey::new(step.logical.clone(), step.definition_version),
+            )
+        })
+}
+
+/// The adapter `step` names, with the contract version it is registered under.
+pub(crate) fn adapter_for(
+    adapters: &Adapters,
+    step: &Claimed,
+) -> Result<(Arc<dyn Adapter>, i32), WorkerError> {
+    let name = step.adapter.as_deref().unwrap_or_default();
+    adapters
+        .get(name)
+        .ok_or_else(|| WorkerError::UnknownAdapter {
+            step: step.id,
+            adapter: name.to_owned(),
+        })
+}
+
+/// The state a step is left in by `settle`.
+fn settled_state(settle: Settle) -> StepState {
+    match settle {
+        Settle::RetryAfter { .. } => StepState::Ready,
+        Settle::Unknown { .. } => StepState::OutcomeUnknown,
+        Settle::Review => StepState::ReviewRequired,
+        Settle::Rejected => StepState::Rejected,
+    }
+}
+
+/// The workflow input the step's definition reads.
+pub(crate) fn parse_input(step: &Claimed) -> Result<DocumentDeliveryInput, WorkerError> {
+    serde_json::from_value(step.workflow_input.clone()).map_err(|e| WorkerError::Definition {
+        step: step.id,
+        source: definition::InputError::Invalid(e.to_string()),
+    })
+}

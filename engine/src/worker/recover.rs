@@ -1,0 +1,139 @@
+//! Recovery of a step found in `outcome_unknown` (docs/DESIGN.md §6): by the adapter's
+//! contract, never by running the step body again. An idempotent destination gets the same key
+//! again; a queryable one is asked first; an opaque one, or a contract that asks for review,
+//! leaves the step to a person.
+
+use uuid::Uuid;
+
+use super::{StepReport, Worker, WorkerError, adapter_for, request_key};
+use crate::domain::{
+    LookupAnswer, RecoveryDecision, SideEffectContract, StepState, UnknownOutcomeFacts,
+    decide_after_unknown,
+};
+use crate::failpoint::{self, BrokenRule};
+use crate::store::step::{Claimed, Settle};
+use crate::store::{attempt, request};
+
+impl Worker {
+    /// Whether automatic recovery of `step` has run out of its window.
+    fn recovery_deadline_passed(&self, step: &Claimed) -> bool {
+        step.unknown_since.is_some_and(|since| {
+            chrono::Utc::now() - since
+                > chrono::Duration::from_std(self.config.recovery_window)
+                    .unwrap_or(chrono::Duration::MAX)
+        })
+    }
+
+    /// Where an unknown outcome goes next, by the decision table (docs/DESIGN.md §6).
+    pub(super) fn after_unknown(
+        &self,
+        step: &Claimed,
+        contract: &SideEffectContract,
+        last_lookup: Option<LookupAnswer>,
+    ) -> Settle {
+        if failpoint::broken(BrokenRule::ResendOpaque) {
+            return Settle::Unknown { recheck_millis: 0 };
+        }
+        let deadline_passed = self.recovery_deadline_passed(step);
+        let facts = UnknownOutcomeFacts {
+            last_lookup,
+            recovery_deadline_passed: deadline_passed,
+        };
+        match decide_after_unknown(contract, &facts) {
+            RecoveryDecision::Review { .. } => Settle::Review,
+            RecoveryDecision::QueryAgainAfter { wait_ms } => Settle::Unknown {
+                recheck_millis: i64::try_from(wait_ms).unwrap_or(i64::MAX),
+            },
+            RecoveryDecision::ResendSameKey
+            | RecoveryDecision::Query
+            | RecoveryDecision::BackOffThenQuery
+            | RecoveryDecision::RetrySameReference
+            | RecoveryDecision::AttachStatusQueryReceipt { .. }
+            | RecoveryDecision::OpenDigestConflictIncident { .. } => Settle::Unknown {
+                recheck_millis: self.config.retry.backoff_ms(step.attempt_count.max(1)),
+            },
+        }
+    }
+
+    /// Recovery of a step found in `outcome_unknown`: by the contract, never by rerunning.
+    pub(super) async fn recover(&self, step: &Claimed) -> Result<StepReport, WorkerError> {
+        let (adapter, contract_version) = adapter_for(&self.adapters, step)?;
+        let contract = adapter.contract().clone();
+        let key = request_key(step);
+        // The contract (or the destination's URL) changed since the request was sent: what the
+        // adapter can prove now says nothing about that request. A person decides.
+        let sent_under =
+            request::request_contract_version(&mut *self.pool.acquire().await?, key.as_str())
+                .await?;
+        if sent_under.is_some_and(|v| v != contract_version) {
+            self.settle_alone(step, Settle::Review).await?;
+            return Ok(StepReport::ToReview);
+        }
+        let deadline_passed = self.recovery_deadline_passed(step);
+        let mut facts = UnknownOutcomeFacts {
+            last_lookup: None,
+            recovery_deadline_passed: deadline_passed,
+        };
+        loop {
+            if failpoint::broken(BrokenRule::ResendOpaque) {
+                return self.resend(step).await;
+            }
+            match decide_after_unknown(&contract, &facts) {
+                RecoveryDecision::ResendSameKey | RecoveryDecision::RetrySameReference => {
+                    return self.resend(step).await;
+                }
+                RecoveryDecision::Query => {
+                    let (answer, report) =
+                        self.hold().look_up(step, adapter.as_ref(), &key).await?;
+                    match answer {
+                        Some(answer) => facts.last_lookup = Some(answer),
+                        None => return Ok(report),
+                    }
+                }
+                RecoveryDecision::AttachStatusQueryReceipt { external_reference } => {
+                    return self.hold().verified(step, &key, &external_reference).await;
+                }
+                RecoveryDecision::OpenDigestConflictIncident { external_reference } => {
+                    return self
+                        .hold()
+                        .digest_conflict(step, &key, &external_reference)
+                        .await;
+                }
+                decision @ (RecoveryDecision::QueryAgainAfter { .. }
+                | RecoveryDecision::BackOffThenQuery
+                | RecoveryDecision::Review { .. }) => {
+                    let settle = match decision {
+                        RecoveryDecision::Review { .. } => Settle::Review,
+                        _ => self.after_unknown(step, &contract, facts.last_lookup.clone()),
+                    };
+                    self.settle_alone(step, settle).await?;
+                    return Ok(if settle == Settle::Review {
+                        StepReport::ToReview
+                    } else {
+                        StepReport::Looked {
+                            answer: "inconclusive".into(),
+                            state: StepState::OutcomeUnknown,
+                        }
+                    });
+                }
+            }
+        }
+    }
+
+    /// A new attempt under the same key (idempotent replay, or after authoritative absence).
+    async fn resend(&self, step: &Claimed) -> Result<StepReport, WorkerError> {
+        let attempt = Uuid::now_v7();
+        let mut tx = self.pool.begin().await?;
+        attempt::begin_recovery_attempt(
+            &mut tx,
+            step.id,
+            &self.config.name,
+            attempt,
+            self.lease_secs(),
+            None,
+        )
+        .await?;
+        tx.commit().await?;
+        self.invoke(step, attempt).await
+    }
+}

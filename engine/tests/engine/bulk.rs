@@ -1,0 +1,128 @@
+//! Bulk recovery: the exact rows previewed, each judged by the decision table, and none that
+//! changed since the preview.
+
+use destinations::Kind;
+use engine::domain::{OperatorAction, Role};
+use engine::recovery::Action;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::operate::{act, person, reviewing, unknown_delivery};
+use crate::support::Harness;
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn bulk_recovery_acts_only_on_the_rows_shown_and_refuses_those_changed_since(pool: PgPool) {
+    let h = reviewing(pool, Kind::Idempotent, 300, 0).await;
+    let mut shown = Vec::new();
+    for key in ["bulk-1", "bulk-2", "bulk-3"] {
+        shown.push(unknown_delivery(&h, key, "review_required").await);
+    }
+    let alice = person("alice", Role::Operator);
+    let filter = engine::read::queue::QueueFilter::default();
+    let (rows, more) = engine::recovery::bulk::preview(
+        &h.pool,
+        &filter,
+        OperatorAction::RetrySameKey,
+        alice.role,
+        100,
+    )
+    .await
+    .unwrap();
+    assert!(!more);
+    assert_eq!(rows.len(), 3);
+    assert!(rows.iter().all(|r| r.refusal.is_none()), "{rows:?}");
+    // After the preview: one shown row is waived by someone else, and a new row arrives.
+    act(
+        &h,
+        &person("carol", Role::Approver),
+        shown[2].1,
+        Action::Waive {
+            residual_uncertainty: "unknown".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let (late, late_step) = unknown_delivery(&h, "bulk-late", "review_required").await;
+
+    let pairs: Vec<(Uuid, i64)> = rows.iter().map(|r| (r.step_id, r.version)).collect();
+    let run = engine::recovery::bulk::create(
+        &h.pool,
+        &engine::recovery::bulk::NewRun {
+            operator: &alice,
+            action: OperatorAction::RetrySameKey,
+            reason: "the destination was down this morning",
+            residual_uncertainty: None,
+            rate_per_sec: 50,
+            rows: &pairs,
+        },
+    )
+    .await
+    .unwrap();
+    engine::recovery::bulk::run(&h.pool, run).await.unwrap();
+
+    let progress = engine::recovery::bulk::progress(&h.pool, run)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(progress.finished_at.is_some());
+    let outcome_of = |step: Uuid| {
+        progress
+            .items
+            .iter()
+            .find(|(s, ..)| *s == step)
+            .and_then(|(_, _, o, _)| o.clone())
+    };
+    assert_eq!(outcome_of(shown[0].1).as_deref(), Some("done"));
+    assert_eq!(outcome_of(shown[1].1).as_deref(), Some("done"));
+    assert_eq!(outcome_of(shown[2].1).as_deref(), Some("refused"));
+    assert_eq!(
+        outcome_of(late_step),
+        None,
+        "a row that arrived later was acted on"
+    );
+    for (w, _) in &shown[..2] {
+        h.drive_until(*w, "deliver", "succeeded").await;
+        assert_eq!(h.effects(&Harness::key(*w, "deliver")).await, 1);
+    }
+    assert_eq!(h.step(shown[2].0, "deliver").await.0, "waived");
+    assert_eq!(h.step(late, "deliver").await.0, "review_required");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_bulk_preview_lists_the_rows_the_contract_refuses(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Opaque, 300, 0).await;
+    unknown_delivery(&h, "bulk-opaque", "review_required").await;
+    let (rows, _) = engine::recovery::bulk::preview(
+        &h.pool,
+        &engine::read::queue::QueueFilter::default(),
+        OperatorAction::RetrySameKey,
+        Role::Approver,
+        100,
+    )
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(
+        rows[0]
+            .refusal
+            .as_deref()
+            .is_some_and(|r| r.contains("not permitted")),
+        "{rows:?}"
+    );
+    let refused = engine::recovery::bulk::create(
+        &h.pool,
+        &engine::recovery::bulk::NewRun {
+            operator: &person("carol", Role::Approver),
+            action: OperatorAction::AuthorizeAnotherAttempt,
+            reason: "all of them",
+            residual_uncertainty: None,
+            rate_per_sec: 5,
+            rows: &[(rows[0].step_id, rows[0].version)],
+        },
+    )
+    .await;
+    assert!(matches!(
+        refused,
+        Err(engine::recovery::bulk::BulkError::Invalid(_))
+    ));
+}

@@ -1,0 +1,352 @@
+//! The semantic invariants find what they are for, once each, and nothing on healthy runs.
+
+use crate::support::Harness;
+use destinations::Kind;
+use engine::watch::invariants::Resume;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+async fn step_id(pool: &PgPool, workflow: Uuid, logical: &str) -> Uuid {
+    sqlx::query_scalar("select id from step where workflow_id = $1 and logical = $2")
+        .bind(workflow)
+        .bind(logical)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+async fn add_attempt(pool: &PgPool, step: Uuid, number: i32, outcome: &str) {
+    sqlx::query(
+        "insert into attempt (id, step_id, number, worker, lease_expires_at, invoked_at, ended_at, outcome)
+         values ($1, $2, $3, 'rogue', now(), now(), now(), $4::attempt_outcome)",
+    )
+    .bind(Uuid::now_v7())
+    .bind(step)
+    .bind(number)
+    .bind(outcome)
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+fn kinds(violations: &[engine::watch::invariants::Violation]) -> Vec<&str> {
+    violations.iter().map(|v| v.kind.as_str()).collect()
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_healthy_run_violates_nothing(pool: PgPool) {
+    let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
+    let w = h.start("healthy").await;
+    h.drive_until(w, "notify", "succeeded").await;
+    assert_eq!(
+        engine::watch::invariants::check(&pool).await.unwrap(),
+        vec![]
+    );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_retry_under_an_opaque_adapter_without_authorization_is_found_and_recorded_once(
+    pool: PgPool,
+) {
+    let h = Harness::new(pool.clone(), Kind::Opaque, 2_000, 0).await;
+    let w = h.start("rogue-retry").await;
+    let deliver = step_id(&pool, w, "deliver").await;
+    add_attempt(&pool, deliver, 1, "outcome_unknown").await;
+    add_attempt(&pool, deliver, 2, "succeeded").await;
+
+    let found = engine::watch::invariants::check(&pool).await.unwrap();
+    assert!(
+        kinds(&found).contains(&"opaque_retry_without_authorization"),
+        "{found:?}"
+    );
+    engine::watch::invariants::check(&pool).await.unwrap();
+    let recorded: i64 = sqlx::query_scalar(
+        "select count(*) from invariant_violation where kind = 'opaque_retry_without_authorization'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(recorded, 1);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_step_with_two_external_references_is_found(pool: PgPool) {
+    let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
+    let w = h.start("two-refs").await;
+    h.drive_until(w, "deliver", "succeeded").await;
+    let deliver = step_id(&pool, w, "deliver").await;
+    let mut tx = pool.begin().await.unwrap();
+    engine::store::incident::open_duplicate_incident(&mut tx, deliver, &[("x-999", None)])
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let found = engine::watch::invariants::check(&pool).await.unwrap();
+    assert_eq!(
+        kinds(&found),
+        vec!["one_effect_step_with_several_references"]
+    );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_dependant_started_before_its_required_receipt_is_found(pool: PgPool) {
+    let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
+    let w = h.start("early-notify").await;
+    let notify = step_id(&pool, w, "notify").await;
+    add_attempt(&pool, notify, 1, "succeeded").await;
+    let found = engine::watch::invariants::check(&pool).await.unwrap();
+    assert!(
+        kinds(&found).contains(&"dependant_started_before_required_receipt"),
+        "{found:?}"
+    );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn before_resume_every_step_caught_mid_call_goes_to_recovery(pool: PgPool) {
+    let h = Harness::new(pool.clone(), Kind::Opaque, 2_000, 0).await;
+    let w = h.start("restored").await;
+    h.drive_until(w, "deliver", "ready").await;
+    // As a restore would leave it: invoking, an open attempt, a lease that has not expired.
+    let deliver = step_id(&pool, w, "deliver").await;
+    let key = Harness::key(w, "deliver");
+    sqlx::query(
+        "insert into external_request (request_key, step_id, input_digest, summary, adapter, contract_version, last_sent_at)
+         values ($1, $2, 'sha256:' || repeat('a', 64), '{}', 'docs', 1, now())",
+    )
+    .bind(&key)
+    .bind(deliver)
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "insert into attempt (id, step_id, number, worker, lease_expires_at, invoked_at) values ($1, $2, 1, 'gone', now() + interval '1 hour', now())",
+    )
+    .bind(Uuid::now_v7())
+    .bind(deliver)
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "update step set state = 'invoking', request_key = $2, lease_holder = 'gone', lease_expires_at = now() + interval '1 hour', attempt_count = 1 where id = $1",
+    )
+    .bind(deliver)
+    .bind(&key)
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    assert_eq!(
+        engine::watch::invariants::prepare_resume(&pool)
+            .await
+            .unwrap(),
+        Resume {
+            to_recovery: 1,
+            marked: 1,
+            to_ready: 0
+        }
+    );
+    assert_eq!(h.outcomes(w, "deliver").await, vec!["outcome_unknown"]);
+    h.drive_until(w, "deliver", "review_required").await;
+    assert_eq!(
+        h.ledger().await.deliveries.len(),
+        0,
+        "recovery sent the request again"
+    );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_step_restored_mid_attempt_is_recovered_by_contract_never_rerun_blindly(pool: PgPool) {
+    let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
+    let w = h.start("restored-running").await;
+    h.drive_until(w, "deliver", "ready").await;
+    // As the backup saw it: leased, an attempt open, no request identity persisted yet.
+    let deliver = step_id(&pool, w, "deliver").await;
+    sqlx::query(
+        "insert into attempt (id, step_id, number, worker, lease_expires_at) values ($1, $2, 1, 'gone', now() + interval '1 hour')",
+    )
+    .bind(Uuid::now_v7())
+    .bind(deliver)
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "update step set state = 'running', lease_holder = 'gone', lease_expires_at = now() + interval '1 hour', attempt_count = 1 where id = $1",
+    )
+    .bind(deliver)
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    assert_eq!(
+        engine::watch::invariants::prepare_resume(&pool)
+            .await
+            .unwrap(),
+        Resume {
+            to_recovery: 1,
+            marked: 1,
+            to_ready: 0
+        }
+    );
+    assert_eq!(h.outcomes(w, "deliver").await, vec!["outcome_unknown"]);
+    h.drive_until(w, "deliver", "succeeded").await;
+    assert_eq!(h.effects(&Harness::key(w, "deliver")).await, 1);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn after_a_restore_an_opaque_step_the_backup_saw_ready_or_waiting_is_never_sent_blind(
+    pool: PgPool,
+) {
+    let h = Harness::new(pool.clone(), Kind::Opaque, 2_000, 0).await;
+    let w = h.start("restored-ready").await;
+    // As the backup saw it: deliver ready, notify waiting for it. The live system may have sent
+    // both since.
+    h.drive_until(w, "deliver", "ready").await;
+
+    assert_eq!(
+        engine::watch::invariants::prepare_resume(&pool)
+            .await
+            .unwrap(),
+        Resume {
+            to_recovery: 1,
+            marked: 1,
+            to_ready: 0
+        }
+    );
+    h.drive_until(w, "deliver", "review_required").await;
+    assert!(
+        h.ledger().await.deliveries.is_empty(),
+        "a request the live system may have sent went out again"
+    );
+
+    // Notify waits for deliver, marked to start as outcome unknown once released.
+    let restored: Option<chrono::DateTime<chrono::Utc>> =
+        sqlx::query_scalar("select restored_at from step where id = $1")
+            .bind(step_id(&pool, w, "notify").await)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(restored.is_some());
+    assert_eq!(h.step(w, "notify").await.0, "blocked");
+
+    // The operator finds the delivery the live system made and attaches it: the receipt names
+    // the request regenerated exactly as it was sent. Notify, released, starts as outcome
+    // unknown, and an opaque adapter can only ask a person.
+    let approver = engine::operators::Operator {
+        id: Uuid::nil(),
+        username: "restore-test".into(),
+        role: engine::domain::Role::Approver,
+    };
+    let deliver = step_id(&pool, w, "deliver").await;
+    engine::recovery::perform(
+        &pool,
+        engine::recovery::Request {
+            operator: &approver,
+            step: deliver,
+            seen_version: None,
+            reason: "found in the destination's console after the restore",
+            action: engine::recovery::Action::AttachEvidence {
+                external_reference: "dlv-live".into(),
+                evidence: "the destination's console lists it".into(),
+            },
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        h.receipt(w, "deliver").await.unwrap(),
+        ("manual_evidence".to_owned(), "dlv-live".to_owned())
+    );
+    assert_eq!(h.step(w, "notify").await.0, "outcome_unknown");
+    h.drive_until(w, "notify", "review_required").await;
+    assert!(h.ledger().await.deliveries.is_empty());
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn after_a_restore_a_queryable_step_is_asked_about_first_and_sent_once_when_absent(
+    pool: PgPool,
+) {
+    let h = Harness::new(pool.clone(), Kind::Queryable, 2_000, 100).await;
+    let w = h.start("restored-queryable").await;
+    h.drive_until(w, "deliver", "ready").await;
+    engine::watch::invariants::prepare_resume(&pool)
+        .await
+        .unwrap();
+
+    // Nothing was sent after this backup: each lookup finds nothing once the window has passed,
+    // and only then does the step go out, once.
+    h.drive_until(w, "notify", "succeeded").await;
+    for logical in ["deliver", "notify"] {
+        let asked_first: Option<bool> = sqlx::query_scalar(
+            "select (select min(observed_at) from observation where step_id = s.id and kind = 'lookup')
+                  < (select min(invoked_at) from attempt where step_id = s.id)
+             from step s where s.workflow_id = $1 and s.logical = $2",
+        )
+        .bind(w)
+        .bind(logical)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(
+            asked_first,
+            Some(true),
+            "{logical} was sent before anyone asked about it"
+        );
+    }
+    assert_eq!(h.effects(&Harness::key(w, "deliver")).await, 1);
+    assert_eq!(h.effects(&Harness::key(w, "notify")).await, 1);
+    assert!(
+        engine::watch::invariants::check(&pool)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn after_a_restore_a_delivery_the_live_system_made_is_found_by_lookup_and_receipted(
+    pool: PgPool,
+) {
+    let h = Harness::new(pool.clone(), Kind::Queryable, 2_000, 100).await;
+    let w = h.start("sent-after-backup").await;
+    h.drive_until(w, "deliver", "succeeded").await;
+    // Z29C rewound to a backup taken while deliver was ready: no attempt, no request identity,
+    // no receipt. The destination keeps the delivery.
+    let deliver = step_id(&pool, w, "deliver").await;
+    let mut rewind = pool.begin().await.unwrap();
+    // Past the append-only triggers, as a restore is.
+    sqlx::query("set local session_replication_role = replica")
+        .execute(&mut *rewind)
+        .await
+        .unwrap();
+    for statement in [
+        "update step set receipt_id = null, state = 'ready', request_key = null, attempt_count = 0
+         where id = $1",
+        "update step set state = 'blocked' where depends_on @> array['deliver'] and workflow_id =
+         (select workflow_id from step where id = $1)",
+        "delete from receipt where step_id = $1",
+        "delete from observation where step_id = $1",
+        "delete from attempt where step_id = $1",
+        "delete from external_request where step_id = $1",
+    ] {
+        sqlx::query(statement)
+            .bind(deliver)
+            .execute(&mut *rewind)
+            .await
+            .unwrap();
+    }
+    rewind.commit().await.unwrap();
+
+    engine::watch::invariants::prepare_resume(&pool)
+        .await
+        .unwrap();
+    h.drive_until(w, "notify", "succeeded").await;
+
+    assert_eq!(h.receipt(w, "deliver").await.unwrap().0, "status_query");
+    assert_eq!(h.effects(&Harness::key(w, "deliver")).await, 1);
+    assert_eq!(h.effects(&Harness::key(w, "notify")).await, 1);
+    assert!(
+        engine::watch::invariants::check(&pool)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

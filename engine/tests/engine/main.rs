@@ -1,0 +1,13 @@
+//! The engine's tests, one binary: each module beside the part of the engine it tests, every
+//! database test on its own fresh PostgreSQL database, every destination a real HTTP service.
+
+mod bulk;
+mod contract_suite;
+mod embedded_pg;
+mod invariants;
+mod operate;
+mod operators;
+mod outbox;
+mod replace;
+mod support;
+mod worker;

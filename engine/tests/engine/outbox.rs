@@ -1,0 +1,400 @@
+//! The outbox and its consumers: at-least-once publication, idempotent consumers, revision
+//! gaps repaired from durable state, projections rebuilt after being dropped, counters that
+//! match what happened, alerts that reach a webhook once.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::support::Harness;
+use destinations::{Fault, FaultPlan, FaultRule, Kind, Match, Operation};
+use engine::adapter::BoxFuture;
+use engine::outbox::inbox::{Consumer, Event};
+use engine::outbox::projections::{MetricsProjection, NotificationCandidates, StatusProjection};
+use engine::outbox::publisher::Publisher;
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+async fn publish_all(publisher: &Publisher) {
+    while publisher.publish_once().await.unwrap() > 0 {}
+}
+
+async fn events(pool: &PgPool, workflow: Uuid) -> Vec<Event> {
+    sqlx::query_as::<_, (Uuid, Option<Uuid>, Option<i64>, String, serde_json::Value)>(
+        "select event_id, workflow_id, revision, kind, payload from outbox where workflow_id = $1 order by id",
+    )
+    .bind(workflow)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|(event_id, workflow_id, revision, kind, payload)| Event {
+        event_id,
+        workflow_id,
+        revision,
+        kind,
+        payload,
+    })
+    .collect()
+}
+
+/// Everything the consumers wrote, as text, for before/after comparisons.
+async fn projections(pool: &PgPool) -> Vec<String> {
+    sqlx::query_scalar(
+        "select 'status ' || workflow_id || ' ' || revision || ' ' || sentence from status_projection
+         union all select 'counter ' || name || labels || ' ' || value from metric_counter
+         union all select 'candidate ' || workflow_id || ' ' || revision || ' ' || sentence from notification_candidate
+         order by 1",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+async fn counter(pool: &PgPool, name: &str, labels: &str) -> i64 {
+    sqlx::query_scalar("select coalesce(sum(value), 0)::bigint from metric_counter where name = $1 and labels = $2")
+        .bind(name)
+        .bind(labels)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// A happy workflow and one whose dropped response is recovered by idempotent replay.
+async fn scripted(h: &Harness) -> (Uuid, Uuid) {
+    let happy = h.start("happy").await;
+    h.drive_until(happy, "notify", "succeeded").await;
+    let replayed = h.start("replayed").await;
+    h.faults(FaultPlan::rules([FaultRule::new(
+        Operation::Deliver,
+        Match::ClientReference(Harness::key(replayed, "deliver")),
+        Fault::DropResponse {},
+    )
+    .times(1)]));
+    h.drive_until(replayed, "notify", "succeeded").await;
+    (happy, replayed)
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_metrics_projection_counts_a_scripted_scenario_exactly(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
+    scripted(&h).await;
+    publish_all(&Publisher::new(
+        h.pool.clone(),
+        engine::outbox::consumers(None),
+    ))
+    .await;
+
+    let deliver = |outcome: &str| {
+        format!(r#"[["adapter","docs"],["logical","deliver"],["outcome","{outcome}"]]"#)
+    };
+    assert_eq!(
+        counter(&h.pool, "z29c_attempts_total", &deliver("succeeded")).await,
+        2
+    );
+    assert_eq!(
+        counter(&h.pool, "z29c_attempts_total", &deliver("outcome_unknown")).await,
+        1
+    );
+    assert_eq!(
+        counter(
+            &h.pool,
+            "z29c_recovery_path_total",
+            r#"[["path","replay"]]"#
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        counter(
+            &h.pool,
+            "z29c_workflow_transitions_total",
+            r#"[["to","completed"]]"#
+        )
+        .await,
+        2
+    );
+    let figures = engine::watch::telemetry::figures(&h.pool).await.unwrap();
+    assert!(
+        figures
+            .gauges
+            .iter()
+            .any(|(n, _, v)| n == "z29c_outbox_unpublished" && *v == 0.0)
+    );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_repeated_event_changes_no_consumer(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
+    let (happy, replayed) = scripted(&h).await;
+    let publisher = Publisher::new(h.pool.clone(), engine::outbox::consumers(None));
+    publish_all(&publisher).await;
+    let before = projections(&h.pool).await;
+    assert!(
+        before.iter().any(|p| p.starts_with("status ")),
+        "{before:?}"
+    );
+
+    let consumers: [&dyn Consumer; 3] = [
+        &StatusProjection,
+        &MetricsProjection,
+        &NotificationCandidates,
+    ];
+    for workflow in [happy, replayed] {
+        for event in events(&h.pool, workflow).await {
+            for consumer in consumers {
+                assert!(
+                    !publisher.deliver(consumer, &event).await.unwrap(),
+                    "{} took {} twice",
+                    consumer.name(),
+                    event.kind
+                );
+            }
+        }
+    }
+    assert_eq!(projections(&h.pool).await, before);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_revision_gap_is_repaired_from_durable_state_and_a_late_event_is_ignored(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
+    let w = h.start("gap").await;
+    let publisher = Publisher::new(h.pool.clone(), vec![]);
+    // The projection takes the first event while the workflow has only just started...
+    let first = events(&h.pool, w).await.remove(0);
+    publisher.deliver(&StatusProjection, &first).await.unwrap();
+    h.drive_until(w, "notify", "succeeded").await;
+    let all = events(&h.pool, w).await;
+    assert!(all.len() >= 4, "{all:?}");
+
+    // ...then the last one: everything between is missing.
+    publisher
+        .deliver(&StatusProjection, all.last().unwrap())
+        .await
+        .unwrap();
+    let (revision, sentence): (i64, String) =
+        sqlx::query_as("select revision, sentence from status_projection where workflow_id = $1")
+            .bind(w)
+            .fetch_one(&h.pool)
+            .await
+            .unwrap();
+    let truth = engine::read::status::project(&h.pool, w)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (revision, sentence.as_str()),
+        (truth.revision, truth.status.as_str())
+    );
+    assert_eq!(
+        counter(
+            &h.pool,
+            "z29c_projection_repairs_total",
+            r#"[["consumer","status"]]"#
+        )
+        .await,
+        1
+    );
+
+    // A missing event arriving now is older than what the projection reflects: no change.
+    let before = projections(&h.pool).await;
+    publisher.deliver(&StatusProjection, &all[1]).await.unwrap();
+    assert_eq!(projections(&h.pool).await, before);
+}
+
+/// Fails the first delivery it is given, as a publisher dying mid-batch would.
+struct Crashing {
+    calls: AtomicUsize,
+}
+
+impl Consumer for Crashing {
+    fn name(&self) -> &'static str {
+        "crashing"
+    }
+
+    fn handle<'a>(
+        &'a self,
+        _: &'a mut PgConnection,
+        _: &'a Event,
+    ) -> BoxFuture<'a, sqlx::Result<()>> {
+        Box::pin(async move {
+            if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                Err(sqlx::Error::Protocol("the publisher died here".into()))
+            } else {
+                Ok(())
+            }
+        })
+    }
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_publisher_that_dies_before_marking_its_batch_loses_nothing_and_doubles_nothing(
+    pool: PgPool,
+) {
+    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
+    scripted(&h).await;
+    // The projections took the first event, then the publisher died before marking anything.
+    let dying = Publisher::new(
+        h.pool.clone(),
+        vec![
+            Box::new(StatusProjection),
+            Box::new(MetricsProjection),
+            Box::new(NotificationCandidates),
+            Box::new(Crashing {
+                calls: AtomicUsize::new(0),
+            }),
+        ],
+    );
+    assert!(dying.publish_once().await.is_err());
+    let unpublished: i64 =
+        sqlx::query_scalar("select count(*) from outbox where published_at is null")
+            .fetch_one(&h.pool)
+            .await
+            .unwrap();
+    assert!(unpublished > 0);
+
+    publish_all(&Publisher::new(
+        h.pool.clone(),
+        engine::outbox::consumers(None),
+    ))
+    .await;
+    let after_crash = projections(&h.pool).await;
+    // The same history published by a publisher that never died.
+    engine::outbox::projections::rebuild(&h.pool).await.unwrap();
+    assert_eq!(projections(&h.pool).await, after_crash);
+    assert_eq!(
+        counter(
+            &h.pool,
+            "z29c_recovery_path_total",
+            r#"[["path","replay"]]"#
+        )
+        .await,
+        1
+    );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn every_projection_is_rebuilt_from_durable_state_after_being_dropped(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
+    scripted(&h).await;
+    publish_all(&Publisher::new(
+        h.pool.clone(),
+        engine::outbox::consumers(None),
+    ))
+    .await;
+    let before = projections(&h.pool).await;
+    sqlx::raw_sql("delete from status_projection; delete from metric_counter")
+        .execute(&h.pool)
+        .await
+        .unwrap();
+
+    engine::outbox::projections::rebuild(&h.pool).await.unwrap();
+    assert_eq!(projections(&h.pool).await, before);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn an_alert_opens_once_and_reaches_the_webhook_once(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Opaque, 300, 0).await;
+    let w = h.start("alerting").await;
+    h.faults(FaultPlan::rules([FaultRule::new(
+        Operation::Deliver,
+        Match::Any,
+        Fault::DelayResponse { ms: 800 },
+    )
+    .times(1)]));
+    h.drive_until(w, "deliver", "review_required").await;
+
+    // A receiver that counts deliveries by idempotency key.
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let recorded = seen.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: axum::http::HeaderMap| {
+            let recorded = recorded.clone();
+            async move {
+                let key = headers["idempotency-key"].to_str().unwrap().to_owned();
+                recorded.lock().unwrap().push(key);
+                "ok"
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let rules = engine::watch::alerts::AlertRules {
+        max_unknown_age: std::time::Duration::ZERO,
+    };
+    assert_eq!(
+        engine::watch::alerts::evaluate(&h.pool, &rules)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        engine::watch::alerts::evaluate(&h.pool, &rules)
+            .await
+            .unwrap(),
+        0,
+        "the alert opened twice"
+    );
+    let publisher = Publisher::new(h.pool.clone(), engine::outbox::consumers(Some(url.clone())));
+    publish_all(&publisher).await;
+    publish_all(&publisher).await;
+    let client = reqwest::Client::new();
+    assert_eq!(
+        engine::outbox::webhook::deliver_webhooks(&h.pool, &client, &url)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        engine::outbox::webhook::deliver_webhooks(&h.pool, &client, &url)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(seen.lock().unwrap().len(), 1);
+    assert_eq!(
+        counter(
+            &h.pool,
+            "z29c_alerts_opened_total",
+            r#"[["rule","unknown_outcome_age"]]"#
+        )
+        .await,
+        1
+    );
+
+    // The cause goes away (an approver cancels the step): the alert resolves.
+    let step: Uuid =
+        sqlx::query_scalar("select id from step where workflow_id = $1 and logical = 'deliver'")
+            .bind(w)
+            .fetch_one(&h.pool)
+            .await
+            .unwrap();
+    let carol = engine::operators::Operator {
+        id: Uuid::nil(),
+        username: "carol".into(),
+        role: engine::domain::Role::Approver,
+    };
+    engine::recovery::perform(
+        &h.pool,
+        engine::recovery::Request {
+            operator: &carol,
+            step,
+            seen_version: None,
+            reason: "not needed",
+            action: engine::recovery::Action::Cancel,
+        },
+    )
+    .await
+    .unwrap();
+    engine::watch::alerts::evaluate(&h.pool, &rules)
+        .await
+        .unwrap();
+    assert!(
+        engine::read::alerts::open(&h.pool)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
