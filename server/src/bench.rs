@@ -673,7 +673,7 @@ pub async fn console(args: ConsoleBenchArgs) -> anyhow::Result<()> {
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
-    let app = crate::http::router(crate::http::AppState {
+    let app = crate::http::router(crate::state::AppState {
         pool: pool.clone(),
         leptos_options: leptos::prelude::LeptosOptions::builder()
             .output_name("z29c")

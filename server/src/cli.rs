@@ -11,7 +11,8 @@ use engine::embedded_pg::{Durability, EmbeddedPostgres};
 use leptos::prelude::LeptosOptions;
 
 use crate::database::{Database, DatabaseArgs};
-use crate::http::{AppState, router};
+use crate::http::router;
+use crate::state::AppState;
 
 /// Z29C: durable workflows whose side effects cross a boundary no transaction covers.
 #[derive(Debug, Parser)]

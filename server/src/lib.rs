@@ -1,6 +1,5 @@
 //! The `z29c` binary's parts, in a library so tests can build the router and the commands.
 
-pub mod api;
 pub mod bench;
 pub mod cli;
 pub mod database;
@@ -9,3 +8,4 @@ pub mod http;
 pub mod metrics;
 pub mod scenario;
 pub mod shutdown;
+pub mod state;

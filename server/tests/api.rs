@@ -4,7 +4,8 @@ use axum::body::Body;
 use http::{Request, StatusCode, header};
 use leptos::prelude::LeptosOptions;
 use serde_json::{Value, json};
-use server::http::{AppState, router};
+use server::http::router;
+use server::state::AppState;
 use sqlx::PgPool;
 use tower::ServiceExt;
 
@@ -212,7 +213,7 @@ async fn malformed_bodies_get_a_4xx_that_says_what_is_wrong(pool: PgPool) {
             "{body} → {answer}"
         );
     }
-    let huge = start_body("k", &"x".repeat(server::api::MAX_BODY_BYTES));
+    let huge = start_body("k", &"x".repeat(server::http::api::MAX_BODY_BYTES));
     let (status, answer) = call(&pool, "POST", "/api/v1/workflows", Some(&token), Some(huge)).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{answer}");
     let count: i64 = sqlx::query_scalar("select count(*) from workflow")

@@ -5,7 +5,8 @@
 use axum::body::Body;
 use http::{Request, StatusCode, header};
 use leptos::prelude::LeptosOptions;
-use server::http::{AppState, router};
+use server::http::router;
+use server::state::AppState;
 use sqlx::PgPool;
 use tower::ServiceExt;
 use uuid::Uuid;

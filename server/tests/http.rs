@@ -3,7 +3,8 @@
 use axum::body::Body;
 use http::{Request, StatusCode};
 use leptos::prelude::LeptosOptions;
-use server::http::{AppState, router};
+use server::http::router;
+use server::state::AppState;
 use sqlx::PgPool;
 use tower::ServiceExt;
 

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::http::AppState;
+use crate::state::AppState;
 
 /// Request bodies larger than this are refused with 413.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
