@@ -2,10 +2,12 @@
 
 pub mod bench;
 pub mod cli;
+pub mod commands;
 pub mod database;
 pub mod demo;
 pub mod http;
 pub mod metrics;
 pub mod scenario;
 pub mod shutdown;
+pub mod startup;
 pub mod state;
