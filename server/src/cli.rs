@@ -55,17 +55,17 @@ pub(crate) enum Command {
 #[derive(Debug, Subcommand)]
 pub(crate) enum ScenarioCommand {
     /// Every fault point × every destination kind.
-    Matrix(crate::scenario::MatrixArgs),
+    Matrix(crate::harness::scenario::MatrixArgs),
     /// Many workflows, several worker processes, random SIGKILLs; reproducible from a seed.
-    Soak(crate::scenario::SoakArgs),
+    Soak(crate::harness::scenario::SoakArgs),
 }
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum BenchCommand {
     /// Full-protocol steps per second, as a ratio to single-row UPDATE transactions per second.
-    Engine(crate::bench::EngineBenchArgs),
+    Engine(crate::harness::bench::EngineBenchArgs),
     /// Console page latency at 10k, 100k and 1M workflows, and the front-end's weight.
-    Console(crate::bench::ConsoleBenchArgs),
+    Console(crate::harness::bench::ConsoleBenchArgs),
 }
 
 #[derive(Debug, clap::Args)]

@@ -12,6 +12,7 @@ use crate::cli::{
     TokenCommand, UserCommand,
 };
 use crate::database::Database;
+use crate::harness::{bench, demo, scenario};
 use crate::startup::{serve, worker};
 
 impl Cli {
@@ -23,7 +24,7 @@ impl Cli {
             match self.command {
                 Command::Serve(args) => serve(args).await.map(|()| ExitCode::SUCCESS),
                 Command::Worker(args) => worker(args).await.map(|()| ExitCode::SUCCESS),
-                Command::Destinations(args) => crate::demo::serve_destination(
+                Command::Destinations(args) => demo::serve_destination(
                     args.kind,
                     args.addr,
                     std::time::Duration::from_millis(args.visibility_window_ms),
@@ -64,16 +65,14 @@ impl Cli {
                 Command::Db(DbCommand::Exec { durable, command }) => {
                     db_exec(durable, command).await
                 }
-                Command::Scenario(ScenarioCommand::Matrix(args)) => {
-                    crate::scenario::matrix(args).await
-                }
-                Command::Scenario(ScenarioCommand::Soak(args)) => crate::scenario::soak(args).await,
+                Command::Scenario(ScenarioCommand::Matrix(args)) => scenario::matrix(args).await,
+                Command::Scenario(ScenarioCommand::Soak(args)) => scenario::soak(args).await,
                 Command::Bench(BenchCommand::Engine(args)) => {
-                    crate::bench::engine(args).await?;
+                    bench::engine(args).await?;
                     Ok(ExitCode::SUCCESS)
                 }
                 Command::Bench(BenchCommand::Console(args)) => {
-                    crate::bench::console(args).await?;
+                    bench::console(args).await?;
                     Ok(ExitCode::SUCCESS)
                 }
                 Command::RebuildProjections(args) => {

@@ -29,8 +29,8 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {}", args.addr))?;
     let demo = if args.demo {
-        let demo = crate::demo::Demo::start(&database.pool, &args.demo_data_dir).await?;
-        let seeded = crate::demo::seed(&database.pool).await?;
+        let demo = crate::harness::demo::Demo::start(&database.pool, &args.demo_data_dir).await?;
+        let seeded = crate::harness::demo::seed(&database.pool).await?;
         println!("demo: three destinations started; {seeded} new demo workflow(s)");
         match engine::operators::add(&database.pool, "demo", engine::domain::Role::Approver).await {
             Ok(password) => {

@@ -91,7 +91,7 @@ pub async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
     } else {
         args.points.clone()
     };
-    let db = crate::bench::BenchDatabase::open().await?;
+    let db = crate::harness::bench::BenchDatabase::open().await?;
     let admin = db.pool(2, false).await?;
     let mut verdicts = Vec::new();
     for (i, kind) in args.kinds.iter().enumerate() {
@@ -187,7 +187,7 @@ fn what_happened(point: &str) -> &'static str {
 }
 
 async fn run_one(
-    db: &crate::bench::BenchDatabase,
+    db: &crate::harness::bench::BenchDatabase,
     admin: &PgPool,
     name: &str,
     kind: &str,

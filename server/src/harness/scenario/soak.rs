@@ -84,7 +84,7 @@ impl Rng {
 /// verdict as the matrix, over every workflow.
 pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
     let mut rng = Rng(args.seed.max(1));
-    let db = crate::bench::BenchDatabase::open().await?;
+    let db = crate::harness::bench::BenchDatabase::open().await?;
     let admin = db.pool(2, false).await?;
     let name = format!("soak_{}", args.seed);
     let (url, pool) = database(&db, &admin, &name).await?;

@@ -22,7 +22,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 /// Creates database `name` on the harness's server; returns its URL and a pool.
 async fn database(
-    db: &crate::bench::BenchDatabase,
+    db: &crate::harness::bench::BenchDatabase,
     admin: &PgPool,
     name: &str,
 ) -> anyhow::Result<(String, PgPool)> {
@@ -55,7 +55,7 @@ fn delay_deliveries(destination: &RunningDestination, ms: u64, times: usize) -> 
 /// A destination service of `kind` on its own database `name`, registered with Z29C as
 /// `adapter`: a 1,000 ms deadline and a 300 ms visibility window.
 async fn destination(
-    db: &crate::bench::BenchDatabase,
+    db: &crate::harness::bench::BenchDatabase,
     admin: &PgPool,
     z29c: &PgPool,
     name: &str,
