@@ -16,7 +16,7 @@ use super::processes::{
     kill_on_acceptance, run_program, run_publisher, run_worker, stop, until_settled,
     worker_command, worker_until_first_delivery,
 };
-use super::{database, delay_deliveries, destination};
+use super::setup::{database, delay_deliveries, destination};
 
 /// Answers delayed to around the adapter's 1,000 ms deadline: no kill, only timing.
 const TIMING: &str = "response_at_";

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::judge::judge;
 use super::processes::{settled, stop, worker_command};
-use super::{database, delay_deliveries, destination};
+use super::setup::{database, delay_deliveries, destination};
 
 /// Settings of `z29c scenario soak`.
 #[derive(Debug, Clone, clap::Args)]

@@ -1,0 +1,71 @@
+//! What every scenario stands on: its own databases on the harness's server, and destination
+//! services registered with Z29C as adapters.
+
+use anyhow::Context;
+use destinations::{Fault, FaultPlan, FaultRule, Kind, Match, Operation, RunningDestination};
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+use crate::harness::bench::BenchDatabase;
+
+/// Creates database `name` on the harness's server; returns its URL and a pool.
+pub(super) async fn database(
+    db: &BenchDatabase,
+    admin: &PgPool,
+    name: &str,
+) -> anyhow::Result<(String, PgPool)> {
+    sqlx::query(&format!("create database {name}"))
+        .execute(admin)
+        .await?;
+    let options: PgConnectOptions = db.url.parse::<PgConnectOptions>()?.database(name);
+    let pool = PgPoolOptions::new()
+        .max_connections(8)
+        .connect_with(options)
+        .await?;
+    let url = {
+        let (base, _) = db.url.rsplit_once('/').context("a database URL")?;
+        format!("{base}/{name}")
+    };
+    Ok((url, pool))
+}
+
+/// Delays the destination's answer to the next `times` deliveries by `ms`.
+pub(super) fn delay_deliveries(
+    destination: &RunningDestination,
+    ms: u64,
+    times: usize,
+) -> anyhow::Result<()> {
+    destination.set_faults(FaultPlan::rules([FaultRule::new(
+        Operation::Deliver,
+        Match::Any,
+        Fault::DelayResponse { ms },
+    )
+    .times(u32::try_from(times).unwrap_or(u32::MAX))]))?;
+    Ok(())
+}
+
+/// A destination service of `kind` on its own database `name`, registered with Z29C as
+/// `adapter`: a 1,000 ms deadline and a 300 ms visibility window.
+pub(super) async fn destination(
+    db: &BenchDatabase,
+    admin: &PgPool,
+    z29c: &PgPool,
+    name: &str,
+    kind: Kind,
+    adapter: &str,
+) -> anyhow::Result<RunningDestination> {
+    let (_, pool) = database(db, admin, name).await?;
+    destinations::migrate(&pool).await?;
+    let destination = destinations::spawn(
+        pool,
+        destinations::Config {
+            visibility_window: std::time::Duration::from_millis(300),
+            ..destinations::Config::new(kind)
+        },
+    )
+    .await?;
+    let contract =
+        engine::contracts::declared(kind.as_str(), 1_000, 300, false).context("a kind")?;
+    engine::store::adapter::upsert(z29c, adapter, &destination.base_url(), &contract).await?;
+    Ok(destination)
+}
