@@ -4,44 +4,19 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use destinations::Kind;
 use serde::Serialize;
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
 use uuid::Uuid;
 
-use super::judge::judge;
-use super::processes::{
-    kill_on_acceptance, run_program, run_publisher, run_worker, stop, until_settled,
-    worker_command, worker_until_first_delivery,
+use super::fault_points::{
+    AFTER_ACCEPTANCE, DATABASE_RESTART, NAMED, RECOVERED_BY_V2, RESTORE, SEEDS_DUPLICATE, Stage,
+    TIMING, TIMINGS_MS,
 };
-use super::setup::{database, delay_deliveries, destination};
-
-/// Answers delayed to around the adapter's 1,000 ms deadline: no kill, only timing.
-const TIMING: &str = "response_at_";
-const TIMINGS_MS: [u64; 5] = [500, 900, 1_000, 1_100, 1_500];
-
-/// Killed by the harness once the destination committed, before any answer.
-const AFTER_ACCEPTANCE: &str = "after_acceptance_before_response";
-
-/// PostgreSQL crashes and restarts under a running worker, which carries on.
-const DATABASE_RESTART: &str = "database_restart";
-
-/// A backup taken mid-run, the live system carried on, then the backup restored,
-/// `z29c check --before-resume`, and workers resumed.
-const RESTORE: &str = "restore_from_backup";
-
-/// Workflows started under definition v1, the worker killed after the destination accepted,
-/// and recovery by code whose newest definition is v2.
-const RECOVERED_BY_V2: &str = "recovered_by_v2";
-
-/// The seeds' first duplicate: the destination accepts and answers after the worker's
-/// deadline, while a second worker process stands by.
-const SEEDS_DUPLICATE: &str = "seeds_duplicate_delivery";
-
-/// The named scenarios beyond the fault points and the timing sweep.
-const NAMED: [&str; 4] = [DATABASE_RESTART, RESTORE, RECOVERED_BY_V2, SEEDS_DUPLICATE];
+use super::judge::judge;
+use super::processes::run_worker;
+use super::setup::{database, destination};
+use crate::harness::bench::BenchDatabase;
 
 /// Settings of `z29c scenario matrix`.
 #[derive(Debug, Clone, clap::Args)]
@@ -77,21 +52,15 @@ struct Verdict {
     violations: Vec<String>,
 }
 
+/// Runs every chosen scenario against every chosen kind and prints the verdicts; fails when
+/// any verdict has a violation.
 pub async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(
         engine::failpoint::COMPILED_IN,
         "this z29c was built without failpoints; build it with `--features failpoints` (make scenarios does)"
     );
-    let points: Vec<String> = if args.points.is_empty() {
-        std::iter::once(AFTER_ACCEPTANCE.to_owned())
-            .chain(engine::failpoint::POINTS.iter().map(|p| (*p).to_owned()))
-            .chain(TIMINGS_MS.iter().map(|ms| format!("{TIMING}{ms}ms")))
-            .chain(NAMED.iter().map(|p| (*p).to_owned()))
-            .collect()
-    } else {
-        args.points.clone()
-    };
-    let db = crate::harness::bench::BenchDatabase::open().await?;
+    let points = points(&args);
+    let db = BenchDatabase::open().await?;
     let admin = db.pool(2, false).await?;
     let mut verdicts = Vec::new();
     for (i, kind) in args.kinds.iter().enumerate() {
@@ -118,21 +87,7 @@ pub async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
                 ..verdict
             };
             if !args.json {
-                eprintln!(
-                    "{:<11} {:<36} {:<9} {}",
-                    verdict.kind,
-                    verdict.point,
-                    if verdict.reached {
-                        what_happened(&verdict.point)
-                    } else {
-                        "—"
-                    },
-                    if verdict.violations.is_empty() {
-                        "ok".to_owned()
-                    } else {
-                        verdict.violations.join("; ")
-                    }
-                );
+                print_progress(&verdict);
             }
             verdicts.push(verdict);
         }
@@ -143,36 +98,74 @@ pub async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&verdicts)?);
     } else {
-        println!();
-        println!(
-            "{:<11} {:<36} {:<9} {:>6}  verdict",
-            "kind", "scenario", "fault", "secs"
-        );
-        for v in &verdicts {
-            println!(
-                "{:<11} {:<36} {:<9} {:>6.1}  {}",
-                v.kind,
-                v.point,
-                match (v.applicable, v.reached) {
-                    (false, _) => "n/a",
-                    (true, true) => what_happened(&v.point),
-                    (true, false) => "not hit",
-                },
-                v.seconds,
-                if v.violations.is_empty() {
-                    "ok".to_owned()
-                } else {
-                    v.violations.join("; ")
-                }
-            );
-        }
-        println!("{} scenario(s), {failed} with violations", verdicts.len());
+        print_table(&verdicts, failed);
     }
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The fault points asked for; by default the harness's own, the failpoints, the timing sweep
+/// and the named scenarios.
+fn points(args: &MatrixArgs) -> Vec<String> {
+    if args.points.is_empty() {
+        std::iter::once(AFTER_ACCEPTANCE.to_owned())
+            .chain(engine::failpoint::POINTS.iter().map(|p| (*p).to_owned()))
+            .chain(TIMINGS_MS.iter().map(|ms| format!("{TIMING}{ms}ms")))
+            .chain(NAMED.iter().map(|p| (*p).to_owned()))
+            .collect()
+    } else {
+        args.points.clone()
+    }
+}
+
+/// One verdict as it comes, on standard error.
+fn print_progress(verdict: &Verdict) {
+    eprintln!(
+        "{:<11} {:<36} {:<9} {}",
+        verdict.kind,
+        verdict.point,
+        if verdict.reached {
+            what_happened(&verdict.point)
+        } else {
+            "—"
+        },
+        if verdict.violations.is_empty() {
+            "ok".to_owned()
+        } else {
+            verdict.violations.join("; ")
+        }
+    );
+}
+
+/// Every verdict, then how many had violations.
+fn print_table(verdicts: &[Verdict], failed: usize) {
+    println!();
+    println!(
+        "{:<11} {:<36} {:<9} {:>6}  verdict",
+        "kind", "scenario", "fault", "secs"
+    );
+    for v in verdicts {
+        println!(
+            "{:<11} {:<36} {:<9} {:>6.1}  {}",
+            v.kind,
+            v.point,
+            match (v.applicable, v.reached) {
+                (false, _) => "n/a",
+                (true, true) => what_happened(&v.point),
+                (true, false) => "not hit",
+            },
+            v.seconds,
+            if v.violations.is_empty() {
+                "ok".to_owned()
+            } else {
+                v.violations.join("; ")
+            }
+        );
+    }
+    println!("{} scenario(s), {failed} with violations", verdicts.len());
 }
 
 /// What the harness did to the scenario once it reached its point.
@@ -186,8 +179,10 @@ fn what_happened(point: &str) -> &'static str {
     }
 }
 
+/// One scenario: fresh databases and destination, workflows started, the fault point
+/// reached, a fresh worker recovering, then the verdict.
 async fn run_one(
-    db: &crate::harness::bench::BenchDatabase,
+    db: &BenchDatabase,
     admin: &PgPool,
     name: &str,
     kind: &str,
@@ -206,190 +201,31 @@ async fn run_one(
             violations: Vec::new(),
         });
     }
-    let (url, mut pool) = database(db, admin, name).await?;
+    let (url, pool) = database(db, admin, name).await?;
     engine::db::MIGRATOR.run(&pool).await?;
     let destination =
         destination(db, admin, &pool, &format!("{name}_dest"), kind_of, "docs").await?;
-    let mut workflows = Vec::new();
-    for n in 0..args.workflows {
-        let started = engine::intake::start_workflow(
-            &pool,
-            engine::intake::NewWorkflow {
-                creation_key: format!("{name}-{n}"),
-                definition: engine::definition::DOCUMENT_DELIVERY.into(),
-                // As the previous deployment, which knew only v1, started them.
-                version: (point == RECOVERED_BY_V2).then_some(1),
-                input: serde_json::json!({"adapter": "docs", "recipient": format!("r-{n}"),
-                    "document": {"title": format!("Scenario {n}"), "body": "fault"}}),
-            },
-            engine::store::journal::Actor::Engine("scenario"),
-        )
-        .await?;
-        let (engine::intake::Started::Created(w) | engine::intake::Started::Existing(w)) = started;
-        workflows.push(w.id);
-    }
+    let workflows = start_workflows(&pool, name, point, args.workflows).await?;
+    let mut stage = Stage {
+        db,
+        admin,
+        name,
+        url,
+        pool,
+        destination,
+        point,
+        workflows: args.workflows,
+        rule,
+    };
 
     // Bring each scenario to its fault point.
-    let reached;
-    let mut violations = Vec::new();
-    match point {
-        "during_compensation_acceptance" | "during_outbox_publication" => {
-            // Deliveries first, without faults, then the part under test.
-            run_worker(&url, None, rule, Duration::from_secs(60), Some(&pool)).await?;
-            if point == "during_compensation_acceptance" {
-                let approver = engine::operators::Operator {
-                    id: Uuid::nil(),
-                    username: "scenario".into(),
-                    role: engine::domain::Role::Approver,
-                };
-                for w in &workflows {
-                    let step: Uuid = sqlx::query_scalar(
-                        "select id from step where workflow_id = $1 and logical = 'deliver'",
-                    )
-                    .bind(w)
-                    .fetch_one(&pool)
-                    .await?;
-                    engine::operate::perform(
-                        &pool,
-                        engine::operate::Request {
-                            operator: &approver,
-                            step,
-                            seen_version: None,
-                            reason: "scenario: withdraw",
-                            action: engine::operate::Action::Cancel,
-                        },
-                    )
-                    .await?;
-                }
-                reached =
-                    run_worker(&url, Some(point), rule, Duration::from_secs(30), None).await?;
-            } else {
-                reached = run_publisher(&url, Some(point), Duration::from_secs(20)).await?;
-                run_publisher(&url, None, Duration::from_secs(3)).await?;
-            }
-        }
-        DATABASE_RESTART => {
-            let cluster = db.cluster().context(
-                "a database restart needs the harness's own cluster: unset DATABASE_URL",
-            )?;
-            // Slow answers, so calls are in flight when the server goes down.
-            delay_deliveries(&destination, 400, args.workflows * 2)?;
-            let (mut child, seen) = worker_until_first_delivery(&url, rule, &destination).await?;
-            cluster.crash_restart().await?;
-            // The same worker process carries on once the server is back.
-            let exited = until_settled(&mut child, Some(&pool), Duration::from_secs(60)).await?;
-            stop(&mut child).await;
-            reached = seen;
-            if let Some(status) = exited {
-                violations.push(format!(
-                    "the worker process ended ({status}) when the database restarted"
-                ));
-            }
-        }
-        RESTORE => {
-            let cluster = db.cluster().context(
-                "a restore needs the harness's own cluster (pg_dump, pg_restore): unset DATABASE_URL",
-            )?;
-            delay_deliveries(&destination, 300, args.workflows * 2)?;
-            let (mut child, _) = worker_until_first_delivery(&url, rule, &destination).await?;
-            // The backup, taken while the live system works on.
-            let dir = tempfile::tempdir()?;
-            let backup = dir.path().join("backup.dump");
-            run_program(
-                cluster.program("pg_dump"),
-                &["--format=custom", "--file", &backup.to_string_lossy(), &url],
-            )
-            .await?;
-            // The live system finishes everything it can, then stops: the destination keeps it all.
-            until_settled(&mut child, Some(&pool), Duration::from_secs(60)).await?;
-            stop(&mut child).await;
-            pool.close().await;
-            sqlx::query(&format!("drop database {name} with (force)"))
-                .execute(admin)
-                .await?;
-            sqlx::query(&format!("create database {name}"))
-                .execute(admin)
-                .await?;
-            run_program(
-                cluster.program("pg_restore"),
-                &[
-                    "--no-owner",
-                    "--exit-on-error",
-                    "--dbname",
-                    &url,
-                    &backup.to_string_lossy(),
-                ],
-            )
-            .await?;
-            pool = PgPoolOptions::new()
-                .max_connections(8)
-                .connect(&url)
-                .await?;
-            // The restore rewound steps the live system had finished.
-            let rewound: i64 = sqlx::query_scalar(
-                "select count(*) from step where kind <> 'pure' and state <> 'succeeded'",
-            )
-            .fetch_one(&pool)
-            .await?;
-            reached = rewound > 0;
-            let mut check = tokio::process::Command::new(std::env::current_exe()?);
-            check
-                .args(["check", "--before-resume"])
-                .env("DATABASE_URL", &url)
-                .env("RUST_LOG", "warn")
-                .stdout(std::process::Stdio::null());
-            if let Some(rule) = &args.break_rule {
-                check.env("Z29C_BREAK_RULE", rule);
-            }
-            let status = check.status().await?;
-            anyhow::ensure!(
-                status.success(),
-                "`z29c check --before-resume` found violations in the restored database ({status})"
-            );
-        }
-        SEEDS_DUPLICATE => {
-            // Accepted, then answered well after the 1,000 ms deadline; two worker processes.
-            delay_deliveries(&destination, 2_500, args.workflows)?;
-            let mut first = worker_command(&url, None, rule)?.spawn()?;
-            let mut second = worker_command(&url, None, rule)?.spawn()?;
-            until_settled(&mut first, Some(&pool), Duration::from_secs(60)).await?;
-            stop(&mut first).await;
-            stop(&mut second).await;
-            let unknown: i64 = sqlx::query_scalar(
-                "select count(*) from attempt where outcome = 'outcome_unknown'",
-            )
-            .fetch_one(&pool)
-            .await?;
-            reached = unknown > 0;
-        }
-        p if p.starts_with(TIMING) => {
-            let ms: u64 = p[TIMING.len()..]
-                .trim_end_matches("ms")
-                .parse()
-                .context("a timing point is response_at_<ms>ms")?;
-            delay_deliveries(&destination, ms, args.workflows * 2)?;
-            // Nothing to kill: every answer lands around the deadline, and the workers settle it.
-            reached = true;
-        }
-        _ => {
-            let delay = match point {
-                AFTER_ACCEPTANCE | RECOVERED_BY_V2 => Some(10_000),
-                // A lookup happens only after an unknown outcome.
-                "during_status_query" => Some(1_500),
-                _ => None,
-            };
-            if let Some(ms) = delay {
-                delay_deliveries(&destination, ms, args.workflows)?;
-            }
-            if matches!(point, AFTER_ACCEPTANCE | RECOVERED_BY_V2) {
-                reached = kill_on_acceptance(&url, rule, &destination).await?;
-                destination.clear_faults();
-            } else {
-                reached =
-                    run_worker(&url, Some(point), rule, Duration::from_secs(30), None).await?;
-            }
-        }
-    }
+    let (reached, mut violations) = stage.reach_point(&workflows).await?;
+    let Stage {
+        url,
+        pool,
+        destination,
+        ..
+    } = stage;
     // A fresh worker recovers (the lease of the killed one expires first).
     run_worker(&url, None, rule, Duration::from_secs(60), Some(&pool)).await?;
     violations.extend(judge(&pool, &destination, kind_of, &workflows).await?);
@@ -406,6 +242,35 @@ async fn run_one(
         seconds: 0.0,
         violations,
     })
+}
+
+/// Starts `count` workflows through adapter `docs`, keyed `{name}-{n}`; under v1 for
+/// [`RECOVERED_BY_V2`].
+async fn start_workflows(
+    pool: &PgPool,
+    name: &str,
+    point: &str,
+    count: usize,
+) -> anyhow::Result<Vec<Uuid>> {
+    let mut workflows = Vec::new();
+    for n in 0..count {
+        let started = engine::intake::start_workflow(
+            pool,
+            engine::intake::NewWorkflow {
+                creation_key: format!("{name}-{n}"),
+                definition: engine::definition::DOCUMENT_DELIVERY.into(),
+                // As the previous deployment, which knew only v1, started them.
+                version: (point == RECOVERED_BY_V2).then_some(1),
+                input: serde_json::json!({"adapter": "docs", "recipient": format!("r-{n}"),
+                    "document": {"title": format!("Scenario {n}"), "body": "fault"}}),
+            },
+            engine::store::journal::Actor::Engine("scenario"),
+        )
+        .await?;
+        let (engine::intake::Started::Created(w) | engine::intake::Started::Existing(w)) = started;
+        workflows.push(w.id);
+    }
+    Ok(workflows)
 }
 
 /// What a named scenario expects beyond the common verdict.

@@ -7,6 +7,7 @@
 //! PostgreSQL crashing under a running worker, a backup restored after the live system went
 //! on, recovery by code whose newest definition is v2, and the seeds' first duplicate.
 
+mod fault_points;
 mod judge;
 mod matrix;
 mod processes;
