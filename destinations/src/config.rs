@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::Kind;
+use crate::kind::Kind;
 
 /// The status-index lag of a queryable destination unless configured otherwise.
 pub const DEFAULT_VISIBILITY_WINDOW: Duration = Duration::from_millis(1500);

@@ -2,7 +2,7 @@
 
 use sqlx::PgPool;
 
-use crate::Config;
+use crate::config::Config;
 use crate::protocol::{DeliveryRequest, LookupAnswer};
 use crate::store::{self, Delivery, NewDelivery, Withdrawal};
 

@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use sqlx::PgPool;
 use tokio::sync::broadcast;
 
-use crate::Config;
+use crate::config::Config;
 use crate::delivery::{self, Creation, WithdrawalOutcome};
 use crate::error::ApiError;
 use crate::faults::{Fault, FaultPlan, FaultReport, Request};

@@ -4,8 +4,6 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
-use crate::store;
-
 /// Every delivery and withdrawal one destination committed, in the order it committed them
 /// (`GET /ledger`). Tests count real effects here, not in what the client was told.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,8 +18,8 @@ impl Ledger {
     /// Reads the ledger of the destination named `destination` (its [`crate::Config::name`]).
     pub async fn read(pool: &PgPool, destination: &str) -> sqlx::Result<Self> {
         Ok(Ledger {
-            deliveries: store::ledger_deliveries(pool, destination).await?,
-            withdrawals: store::ledger_withdrawals(pool, destination).await?,
+            deliveries: ledger_deliveries(pool, destination).await?,
+            withdrawals: ledger_withdrawals(pool, destination).await?,
         })
     }
 
@@ -34,6 +32,42 @@ impl Ledger {
             .iter()
             .filter(move |delivery| delivery.client_reference == client_reference)
     }
+}
+
+/// Every delivery of a destination, in the order they were committed.
+async fn ledger_deliveries(pool: &PgPool, destination: &str) -> sqlx::Result<Vec<LedgerDelivery>> {
+    sqlx::query_as!(
+        LedgerDelivery,
+        r#"select d.external_reference, d.client_reference, d.idempotency_key, d.digest,
+                  d.recipient, d.accepted_at as "accepted_at: DateTime<Utc>",
+                  exists (select from destination.withdrawal w where w.delivery_number = d.number)
+                      as "withdrawn!"
+           from destination.delivery d
+           where d.destination = $1
+           order by d.number"#,
+        destination,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Every withdrawal of a destination, in the order they were committed.
+async fn ledger_withdrawals(
+    pool: &PgPool,
+    destination: &str,
+) -> sqlx::Result<Vec<LedgerWithdrawal>> {
+    sqlx::query_as!(
+        LedgerWithdrawal,
+        r#"select w.withdrawal_reference, d.external_reference, w.idempotency_key,
+                  w.withdrawn_at as "at: DateTime<Utc>"
+           from destination.withdrawal w
+           join destination.delivery d on d.number = w.delivery_number
+           where w.destination = $1
+           order by w.number"#,
+        destination,
+    )
+    .fetch_all(pool)
+    .await
 }
 
 /// One accepted delivery.

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::Kind;
+use crate::kind::Kind;
 
 /// The header that carries the client's idempotency key.
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";

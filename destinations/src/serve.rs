@@ -20,10 +20,11 @@ use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
 use tower::ServiceExt;
 
+use crate::config::Config;
 use crate::faults::{FaultPlan, FaultPlanError, FaultReport};
 use crate::http::{AppState, DropConnection, routes};
+use crate::kind::Kind;
 use crate::ledger::{Effect, Ledger};
-use crate::{Config, Kind};
 
 /// The router of a destination, for tests that call it without a network (`oneshot`).
 ///

@@ -1,4 +1,5 @@
-//! Every SQL statement of the destinations, as small named functions over a pool.
+//! Every SQL statement the destinations' requests run, as small named functions over a pool
+//! (the ledger's reads are in `ledger`).
 //!
 //! Each statement is its own transaction: the effect is committed before any answer leaves,
 //! and deduplication rests on unique constraints, never on a read followed by a write.
@@ -9,8 +10,6 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
-
-use crate::ledger::{LedgerDelivery, LedgerWithdrawal};
 
 /// A delivery to record.
 pub(crate) struct NewDelivery<'a> {
@@ -184,44 +183,5 @@ pub(crate) async fn withdrawal_of(
         external_reference,
     )
     .fetch_optional(pool)
-    .await
-}
-
-/// Every delivery of a destination, in the order they were committed.
-pub(crate) async fn ledger_deliveries(
-    pool: &PgPool,
-    destination: &str,
-) -> sqlx::Result<Vec<LedgerDelivery>> {
-    sqlx::query_as!(
-        LedgerDelivery,
-        r#"select d.external_reference, d.client_reference, d.idempotency_key, d.digest,
-                  d.recipient, d.accepted_at as "accepted_at: DateTime<Utc>",
-                  exists (select from destination.withdrawal w where w.delivery_number = d.number)
-                      as "withdrawn!"
-           from destination.delivery d
-           where d.destination = $1
-           order by d.number"#,
-        destination,
-    )
-    .fetch_all(pool)
-    .await
-}
-
-/// Every withdrawal of a destination, in the order they were committed.
-pub(crate) async fn ledger_withdrawals(
-    pool: &PgPool,
-    destination: &str,
-) -> sqlx::Result<Vec<LedgerWithdrawal>> {
-    sqlx::query_as!(
-        LedgerWithdrawal,
-        r#"select w.withdrawal_reference, d.external_reference, w.idempotency_key,
-                  w.withdrawn_at as "at: DateTime<Utc>"
-           from destination.withdrawal w
-           join destination.delivery d on d.number = w.delivery_number
-           where w.destination = $1
-           order by w.number"#,
-        destination,
-    )
-    .fetch_all(pool)
     .await
 }

@@ -1,11 +1,11 @@
 //! The `z29c` binary's parts, in a library so tests can build the router and the commands.
 
-pub mod api;
-pub mod bench;
 pub mod cli;
+pub mod commands;
 pub mod database;
-pub mod demo;
+pub mod harness;
 pub mod http;
 pub mod metrics;
-pub mod scenario;
 pub mod shutdown;
+pub mod startup;
+pub mod state;

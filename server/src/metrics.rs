@@ -10,7 +10,7 @@ use sqlx::PgPool;
 
 /// Renders every figure.
 pub async fn scrape(State(pool): State<PgPool>) -> impl IntoResponse {
-    let figures = match engine::telemetry::figures(&pool).await {
+    let figures = match engine::watch::telemetry::figures(&pool).await {
         Ok(f) => f,
         Err(error) => {
             tracing::warn!(%error, "metrics scrape failed");

@@ -17,8 +17,8 @@ pub async fn review_queue(
     q: Option<String>,
     after: Option<String>,
 ) -> Result<QueuePage, ConsoleError> {
-    use super::types::{FoundStep, IncidentItem, QueueItem, QueueQuery};
-    use chrono::{DateTime, Utc};
+    use super::types::QueueQuery;
+    use chrono::Utc;
     crate::auth::api::session::require(engine::domain::Role::Viewer).await?;
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     let query = QueueQuery {
@@ -42,43 +42,13 @@ pub async fn review_queue(
             .map(str::to_owned)
     };
     let after = query.after.clone();
-    let cursor = match after.as_deref().filter(|a| !a.is_empty()) {
-        None => None,
-        Some(text) => {
-            let parsed = text.split_once('|').and_then(|(at, id)| {
-                Some((
-                    DateTime::parse_from_rfc3339(at).ok()?.with_timezone(&Utc),
-                    uuid::Uuid::parse_str(id).ok()?,
-                ))
-            });
-            Some(parsed.ok_or_else(|| {
-                ConsoleError::Conflict {
-                    reason: "That page link is not valid; start from the first page.".into(),
-                }
-                .answered()
-            })?)
-        }
-    };
+    let cursor = queue_cursor(after.as_deref())?;
     let now = Utc::now();
     let mut rows = engine::read::queue::queue(&pool, &filter, cursor, PAGE_SIZE + 1).await?;
     let counts = engine::read::queue::queue_counts(&pool).await?;
     let found = match blank(&query.q) {
         None => None,
-        Some(text) => Some(
-            engine::read::queue::search(&pool, &text, PAGE_SIZE)
-                .await?
-                .into_iter()
-                .map(|r| FoundStep {
-                    step_id: r.step_id.to_string(),
-                    creation_key: r.creation_key,
-                    logical: r.logical,
-                    state: r.state,
-                    adapter: r.adapter.unwrap_or_default(),
-                    request_key: r.request_key.unwrap_or_default(),
-                    external_reference: r.external_reference.unwrap_or_default(),
-                })
-                .collect(),
-        ),
+        Some(text) => Some(search_steps(&pool, &text).await?),
     };
     let next = (rows.len() > PAGE_SIZE as usize).then(|| {
         rows.truncate(PAGE_SIZE as usize);
@@ -91,44 +61,10 @@ pub async fn review_queue(
         Vec::new()
     };
     Ok(QueuePage {
-        items: rows
-            .into_iter()
-            .map(|r| {
-                let sentence = (r.logical == "deliver").then(|| {
-                    use engine::domain::words::{DuplicateStatus, delivery_sentence};
-                    let duplicate = if r.open_incident {
-                        DuplicateStatus::Open
-                    } else {
-                        DuplicateStatus::None
-                    };
-                    delivery_sentence(r.state, None, duplicate)
-                });
-                QueueItem {
-                    step_id: r.step_id.to_string(),
-                    workflow_id: r.workflow_id.to_string(),
-                    creation_key: r.creation_key,
-                    logical: r.logical,
-                    state: r.state,
-                    adapter: r.adapter.unwrap_or_default(),
-                    capabilities: r.capabilities,
-                    unknown_age_secs: (now - r.unknown_since).num_seconds(),
-                    attempts: r.attempts,
-                    request_key: r.request_key.unwrap_or_default(),
-                    sentence,
-                    open_incident: r.open_incident,
-                }
-            })
-            .collect(),
+        items: rows.into_iter().map(|r| queue_item(r, now)).collect(),
         incidents: incidents
             .into_iter()
-            .map(|i| IncidentItem {
-                incident_id: i.incident_id.to_string(),
-                workflow_id: i.workflow_id.to_string(),
-                creation_key: i.creation_key,
-                kind: i.kind.replace('_', " "),
-                open_secs: (now - i.opened_at).num_seconds(),
-                references: i.references,
-            })
+            .map(|i| incident_item(i, now))
             .collect(),
         next,
         by_state: counts.by_state,
@@ -150,6 +86,102 @@ pub async fn review_queue(
             })
             .collect(),
     })
+}
+
+/// The keyset cursor a page link carries (`<unknown since>|<step id>`); none when blank, and
+/// refused when it does not parse.
+#[cfg(feature = "ssr")]
+fn queue_cursor(
+    after: Option<&str>,
+) -> Result<Option<(chrono::DateTime<chrono::Utc>, uuid::Uuid)>, ConsoleError> {
+    use chrono::{DateTime, Utc};
+    Ok(match after.filter(|a| !a.is_empty()) {
+        None => None,
+        Some(text) => {
+            let parsed = text.split_once('|').and_then(|(at, id)| {
+                Some((
+                    DateTime::parse_from_rfc3339(at).ok()?.with_timezone(&Utc),
+                    uuid::Uuid::parse_str(id).ok()?,
+                ))
+            });
+            Some(parsed.ok_or_else(|| {
+                ConsoleError::Conflict {
+                    reason: "That page link is not valid; start from the first page.".into(),
+                }
+                .answered()
+            })?)
+        }
+    })
+}
+
+/// The external steps of every workflow `text` names (a workflow id, a creation key, a request
+/// key or an external reference), at most a page of them.
+#[cfg(feature = "ssr")]
+async fn search_steps(
+    pool: &sqlx::PgPool,
+    text: &str,
+) -> Result<Vec<super::types::FoundStep>, ConsoleError> {
+    use super::types::FoundStep;
+    Ok(engine::read::queue::search(pool, text, PAGE_SIZE)
+        .await?
+        .into_iter()
+        .map(|r| FoundStep {
+            step_id: r.step_id.to_string(),
+            creation_key: r.creation_key,
+            logical: r.logical,
+            state: r.state,
+            adapter: r.adapter.unwrap_or_default(),
+            request_key: r.request_key.unwrap_or_default(),
+            external_reference: r.external_reference.unwrap_or_default(),
+        })
+        .collect())
+}
+
+/// One queue row as the page lists it, with the customer's sentence for a delivery.
+#[cfg(feature = "ssr")]
+fn queue_item(
+    r: engine::read::queue::QueueRow,
+    now: chrono::DateTime<chrono::Utc>,
+) -> super::types::QueueItem {
+    let sentence = (r.logical == "deliver").then(|| {
+        use engine::domain::words::{DuplicateStatus, delivery_sentence};
+        let duplicate = if r.open_incident {
+            DuplicateStatus::Open
+        } else {
+            DuplicateStatus::None
+        };
+        delivery_sentence(r.state, None, duplicate)
+    });
+    super::types::QueueItem {
+        step_id: r.step_id.to_string(),
+        workflow_id: r.workflow_id.to_string(),
+        creation_key: r.creation_key,
+        logical: r.logical,
+        state: r.state,
+        adapter: r.adapter.unwrap_or_default(),
+        capabilities: r.capabilities,
+        unknown_age_secs: (now - r.unknown_since).num_seconds(),
+        attempts: r.attempts,
+        request_key: r.request_key.unwrap_or_default(),
+        sentence,
+        open_incident: r.open_incident,
+    }
+}
+
+/// One open incident as the page lists it.
+#[cfg(feature = "ssr")]
+fn incident_item(
+    i: engine::read::queue::IncidentRow,
+    now: chrono::DateTime<chrono::Utc>,
+) -> super::types::IncidentItem {
+    super::types::IncidentItem {
+        incident_id: i.incident_id.to_string(),
+        workflow_id: i.workflow_id.to_string(),
+        creation_key: i.creation_key,
+        kind: i.kind.replace('_', " "),
+        open_secs: (now - i.opened_at).num_seconds(),
+        references: i.references,
+    }
 }
 
 /// The queue filter the query string names; a value the queue does not know is refused.

@@ -9,9 +9,6 @@ use crate::error::ConsoleError;
 /// The evidence of step `id`.
 #[server(prefix = "/fn")]
 pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> {
-    use super::types::AttemptView;
-    use engine::domain::{StepFacts, permitted_actions};
-
     use crate::auth::api::session;
 
     let operator = session::require(engine::domain::Role::Viewer).await?;
@@ -23,31 +20,10 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
     let e = engine::read::evidence::evidence(&pool, id)
         .await?
         .ok_or_else(|| ConsoleError::NotFound.answered())?;
-    let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
-        t.map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string())
-            .unwrap_or_else(|| "—".into())
-    };
-    let permitted = e
-        .contract
-        .as_ref()
-        .map(|contract| {
-            permitted_actions(&StepFacts {
-                state: e.state,
-                contract,
-                last_lookup: e.last_lookup.as_ref(),
-                request_prepared: e.request_prepared,
-                open_incident: e.open_incident,
-            })
-        })
-        .unwrap_or_default();
-    let (permitted, beyond_role): (Vec<_>, Vec<_>) =
-        permitted.into_iter().partition(|a| operator.role.may(*a));
-    let busy = e.leased_until.map(|until| {
-        format!(
-            "A worker (or another operator's lookup) is handling this step until {}; actions wait until it lets go.",
-            until.format("%H:%M:%S UTC")
-        )
-    });
+    let (permitted, beyond_role): (Vec<_>, Vec<_>) = permitted_actions_of(&e)
+        .into_iter()
+        .partition(|a| operator.role.may(*a));
+    let busy = e.leased_until.map(busy_sentence);
     let attempt_count = e.attempts.len();
     let recipient = e.input["recipient"].as_str().unwrap_or_default().to_owned();
     Ok(StepEvidence {
@@ -60,18 +36,7 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
         replaced_by: e.replaced_by.map(|s| s.to_string()),
         withdraws: e.withdraws,
         incidents: e.incidents.iter().map(ToString::to_string).collect(),
-        siblings: e
-            .siblings
-            .into_iter()
-            .map(|(id, logical, generation, state)| {
-                let label = if generation > 0 {
-                    format!("{logical} (replacement {generation})")
-                } else {
-                    logical
-                };
-                (id.to_string(), label, state)
-            })
-            .collect(),
+        siblings: e.siblings.into_iter().map(sibling).collect(),
         attempt_count,
         recipient,
         csrf,
@@ -99,39 +64,91 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
             .request_summary
             .map(|s| serde_json::to_string_pretty(&s).unwrap_or_default())
             .unwrap_or_else(|| "—".into()),
-        first_sent: time(e.first_sent_at),
-        last_sent: time(e.last_sent_at),
-        unknown_since: time(e.unknown_since),
+        first_sent: evidence_time(e.first_sent_at),
+        last_sent: evidence_time(e.last_sent_at),
+        unknown_since: evidence_time(e.unknown_since),
         receipt: e.receipt.map(|(method, reference, at)| {
             format!(
                 "{reference}, by {}, observed {}",
                 method.replace('_', " "),
-                time(Some(at))
+                evidence_time(Some(at))
             )
         }),
-        attempts: e
-            .attempts
-            .into_iter()
-            .map(|a| AttemptView {
-                number: a.number,
-                id: a.id.to_string(),
-                worker: a.worker,
-                lease_until: time(Some(a.lease_expires_at)),
-                started: time(Some(a.started_at)),
-                call_began: time(a.invoked_at),
-                ended: time(a.ended_at),
-                outcome: a.outcome.map_or("in progress", |o| o.label()).to_owned(),
-                observation: a.observation.unwrap_or_default(),
-            })
-            .collect(),
+        attempts: e.attempts.into_iter().map(attempt_view).collect(),
         timeline: e
             .timeline
             .into_iter()
-            .map(|t| (time(Some(t.at)), t.what, t.detail))
+            .map(|t| (evidence_time(Some(t.at)), t.what, t.detail))
             .collect(),
         open_incident: e.open_incident,
         permitted,
     })
+}
+
+/// A moment as the evidence page prints it, to the millisecond; `—` when it has not happened.
+#[cfg(feature = "ssr")]
+fn evidence_time(t: Option<chrono::DateTime<chrono::Utc>>) -> String {
+    t.map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string())
+        .unwrap_or_else(|| "—".into())
+}
+
+/// What the step's contract and state permit now, whatever the operator's role; nothing for a
+/// pure step.
+#[cfg(feature = "ssr")]
+fn permitted_actions_of(
+    e: &engine::read::evidence::Evidence,
+) -> Vec<engine::domain::OperatorAction> {
+    use engine::domain::{StepFacts, permitted_actions};
+    e.contract
+        .as_ref()
+        .map(|contract| {
+            permitted_actions(&StepFacts {
+                state: e.state,
+                contract,
+                last_lookup: e.last_lookup.as_ref(),
+                request_prepared: e.request_prepared,
+                open_incident: e.open_incident,
+            })
+        })
+        .unwrap_or_default()
+}
+
+/// Why actions wait while a lease is held.
+#[cfg(feature = "ssr")]
+fn busy_sentence(until: chrono::DateTime<chrono::Utc>) -> String {
+    format!(
+        "A worker (or another operator's lookup) is handling this step until {}; actions wait until it lets go.",
+        until.format("%H:%M:%S UTC")
+    )
+}
+
+/// Another step of the workflow: its id, its label (replacements numbered) and its state.
+#[cfg(feature = "ssr")]
+fn sibling(
+    (id, logical, generation, state): (uuid::Uuid, String, i32, engine::domain::StepState),
+) -> (String, String, engine::domain::StepState) {
+    let label = if generation > 0 {
+        format!("{logical} (replacement {generation})")
+    } else {
+        logical
+    };
+    (id.to_string(), label, state)
+}
+
+/// One attempt as the page shows it.
+#[cfg(feature = "ssr")]
+fn attempt_view(a: engine::read::evidence::AttemptEvidence) -> super::types::AttemptView {
+    super::types::AttemptView {
+        number: a.number,
+        id: a.id.to_string(),
+        worker: a.worker,
+        lease_until: evidence_time(Some(a.lease_expires_at)),
+        started: evidence_time(Some(a.started_at)),
+        call_began: evidence_time(a.invoked_at),
+        ended: evidence_time(a.ended_at),
+        outcome: a.outcome.map_or("in progress", |o| o.label()).to_owned(),
+        observation: a.observation.unwrap_or_default(),
+    }
 }
 
 /// Takes `action` on step `step`, as the page at `version` offered it. The server decides

@@ -13,10 +13,10 @@ async fn project(id: &str) -> Result<engine::read::status::WorkflowStatus, Conso
 
 /// Every step of workflow `id`, for operators.
 #[server(prefix = "/fn")]
-pub async fn workflow_steps(id: String) -> Result<super::components::WorkflowData, ConsoleError> {
+pub async fn workflow_steps(id: String) -> Result<super::types::WorkflowData, ConsoleError> {
     crate::auth::api::session::require(engine::domain::Role::Viewer).await?;
     let w = project(&id).await?;
-    Ok(super::components::WorkflowData {
+    Ok(super::types::WorkflowData {
         id: w.id.to_string(),
         creation_key: w.creation_key,
         definition: format!("{} v{}", w.definition, w.definition_version),
@@ -25,7 +25,7 @@ pub async fn workflow_steps(id: String) -> Result<super::components::WorkflowDat
         steps: w
             .steps
             .into_iter()
-            .map(|s| super::components::StepRow {
+            .map(|s| super::types::StepRow {
                 id: s.id.to_string(),
                 logical: s.logical,
                 generation: s.generation,

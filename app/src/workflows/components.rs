@@ -2,34 +2,10 @@ use engine::domain::StepState;
 use leptos::prelude::*;
 use leptos_router::components::A;
 use leptos_router::hooks::use_params_map;
-use serde::{Deserialize, Serialize};
 
 use super::api::{customer_status, workflow_steps};
+use super::types::StepRow;
 use crate::error::ConsoleError;
-
-/// One step on the workflow page.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StepRow {
-    pub id: String,
-    pub logical: String,
-    pub generation: i32,
-    pub state: StepState,
-    pub attempts: i32,
-    pub request_key: String,
-    pub external_reference: String,
-    pub depends_on: Vec<String>,
-}
-
-/// What the workflow page shows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WorkflowData {
-    pub id: String,
-    pub creation_key: String,
-    pub definition: String,
-    pub state: String,
-    pub status: String,
-    pub steps: Vec<StepRow>,
-}
 
 /// What a step still waits for, in words.
 fn waits_for(step: &StepRow, all: &[StepRow]) -> String {

@@ -3,3 +3,4 @@
 
 pub mod api;
 pub mod components;
+pub mod types;

@@ -165,7 +165,8 @@ pub async fn millis_since_last_call_ended(
         step,
         key,
         deadline_ms,
-        now,
+        // Named: with sqlx's `time` feature on (the server's sessions) it would infer `time`.
+        now as Option<DateTime<Utc>>,
     )
     .fetch_optional(conn)
     .await

@@ -96,11 +96,14 @@ impl Demo {
         for (kind, adapter, review) in ADAPTERS {
             let port = port_of(adapter);
             // As `z29c adapter add` does: a claim is trusted only once its suite passed.
-            let contract =
-                engine::contracts::declared(kind.as_str(), DEADLINE_MS, WINDOW_MS, review)
-                    .expect("a known kind");
+            let contract = engine::adapter::contracts::declared(
+                crate::harness::contract_kind(kind),
+                DEADLINE_MS,
+                WINDOW_MS,
+                review,
+            );
             let http = engine::adapter::HttpAdapter::new(&base_url(port), contract.clone());
-            let report = engine::contract_suite::verify(adapter, &http).await;
+            let report = engine::adapter::contract_suite::verify(adapter, &http).await;
             anyhow::ensure!(report.passed(), "{}", report.summary());
             engine::store::adapter::upsert(pool, adapter, &base_url(port), &contract).await?;
         }
@@ -154,14 +157,33 @@ struct Scene {
     predecessor: bool,
 }
 
+/// Every demo workflow, in the order they are started.
 fn scenes() -> Vec<Scene> {
-    let scene = |key, adapter, title, fault, predecessor| Scene {
+    [reports(), invoices(), letters(), statements(), notices()]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// One scene, by its fields in order.
+fn scene(
+    key: &'static str,
+    adapter: &'static str,
+    title: &'static str,
+    fault: Option<Fault>,
+    predecessor: bool,
+) -> Scene {
+    Scene {
         key,
         adapter,
         title,
         fault,
         predecessor,
-    };
+    }
+}
+
+/// The reports, through the idempotent destination: on time, answered late, answer lost.
+fn reports() -> Vec<Scene> {
     vec![
         scene(
             "demo-report-1",
@@ -184,6 +206,13 @@ fn scenes() -> Vec<Scene> {
             Some(Fault::DropResponse {}),
             false,
         ),
+    ]
+}
+
+/// The invoices, through the queryable destination; two were already delivered once by an
+/// earlier system, so their lookups find a duplicate.
+fn invoices() -> Vec<Scene> {
+    vec![
         scene(
             "demo-invoice-1",
             "queryable-docs",
@@ -212,6 +241,12 @@ fn scenes() -> Vec<Scene> {
             Some(Fault::DropResponse {}),
             true,
         ),
+    ]
+}
+
+/// The letters, through the opaque destination, which offers no way to learn what happened.
+fn letters() -> Vec<Scene> {
+    vec![
         scene(
             "demo-letter-1",
             "opaque-docs",
@@ -254,6 +289,12 @@ fn scenes() -> Vec<Scene> {
             Some(Fault::DelayResponse { ms: 3_000 }),
             false,
         ),
+    ]
+}
+
+/// The statements, through the adapters whose contract sends every unknown outcome to review.
+fn statements() -> Vec<Scene> {
+    vec![
         scene(
             "demo-statement-1",
             "idempotent-reviewed",
@@ -282,17 +323,21 @@ fn scenes() -> Vec<Scene> {
             Some(Fault::DropResponse {}),
             false,
         ),
-        scene(
-            "demo-notice-1",
-            "idempotent-docs",
-            "Price notice",
-            Some(Fault::Reject {
-                code: "recipient_unknown".into(),
-                retryable: false,
-            }),
-            false,
-        ),
     ]
+}
+
+/// The notices: one rejected outright by the destination.
+fn notices() -> Vec<Scene> {
+    vec![scene(
+        "demo-notice-1",
+        "idempotent-docs",
+        "Price notice",
+        Some(Fault::Reject {
+            code: "recipient_unknown".into(),
+            retryable: false,
+        }),
+        false,
+    )]
 }
 
 /// Starts the demo workflows (once: creation keys make this idempotent) and scripts their

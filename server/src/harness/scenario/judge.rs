@@ -81,7 +81,7 @@ pub(super) async fn judge(
             violations.push(format!("{logical} {key} left {state}"));
         }
     }
-    for v in engine::invariants::check(pool).await? {
+    for v in engine::watch::invariants::check(pool).await? {
         violations.push(format!("invariant {}: {}", v.kind, v.subject));
     }
     Ok(violations)

@@ -2,17 +2,10 @@
 
 use axum::body::Body;
 use http::{Request, StatusCode};
-use leptos::prelude::LeptosOptions;
-use server::http::{AppState, router};
 use sqlx::PgPool;
 use tower::ServiceExt;
 
-fn app(pool: PgPool) -> axum::Router {
-    router(AppState {
-        pool,
-        leptos_options: LeptosOptions::builder().output_name("z29c").build(),
-    })
-}
+use crate::support::app;
 
 async fn get(pool: PgPool, uri: &str) -> (StatusCode, String) {
     let response = app(pool)

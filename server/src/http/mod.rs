@@ -1,11 +1,12 @@
-//! The HTTP surface: the console's pages and server functions, and the probe endpoints.
+//! The HTTP surface: the router that joins the console's pages and server functions, the API
+//! under `/api/v1`, the probe endpoints and `/metrics`.
+
+pub mod api;
+mod probes;
 
 use app::{App, shell};
 use axum::Router;
-use axum::extract::{FromRef, State};
-use axum::http::StatusCode;
 use axum::routing::get;
-use engine::db::Readiness;
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use sqlx::PgPool;
@@ -13,12 +14,7 @@ use tower_sessions::cookie::{SameSite, time};
 use tower_sessions::{Expiry, SessionManagerLayer};
 use tower_sessions_sqlx_store::PostgresStore;
 
-/// What every handler may reach.
-#[derive(Clone, FromRef)]
-pub struct AppState {
-    pub pool: PgPool,
-    pub leptos_options: LeptosOptions,
-}
+use crate::state::AppState;
 
 /// How long a console session lasts without activity.
 pub const SESSION_IDLE_HOURS: i64 = 8;
@@ -42,10 +38,10 @@ pub fn router(state: AppState) -> Router {
     let pool = state.pool.clone();
     let options = state.leptos_options.clone();
     Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
+        .route("/healthz", get(probes::healthz))
+        .route("/readyz", get(probes::readyz))
         .route("/metrics", get(crate::metrics::scrape))
-        .merge(crate::api::routes())
+        .merge(api::routes())
         .leptos_routes_with_context(
             &state,
             routes,
@@ -55,27 +51,4 @@ pub fn router(state: AppState) -> Router {
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
         .layer(sessions(&state.pool, true))
         .with_state(state)
-}
-
-/// The process is up and serving HTTP.
-async fn healthz() -> &'static str {
-    "ok\n"
-}
-
-/// The database answers and its schema is current.
-async fn readyz(State(pool): State<PgPool>) -> (StatusCode, String) {
-    match engine::db::readiness(&pool).await {
-        Ok(Readiness::Ready) => (StatusCode::OK, "ready\n".into()),
-        Ok(Readiness::MigrationsPending { applied, expected }) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: {applied} of {expected} migrations applied\n"),
-        ),
-        Err(error) => {
-            tracing::warn!(%error, "readiness check failed");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "not ready: the database does not answer\n".into(),
-            )
-        }
-    }
 }

@@ -4,18 +4,11 @@
 
 use axum::body::Body;
 use http::{Request, StatusCode, header};
-use leptos::prelude::LeptosOptions;
-use server::http::{AppState, router};
 use sqlx::PgPool;
 use tower::ServiceExt;
-use uuid::Uuid;
 
-fn app(pool: PgPool) -> axum::Router {
-    router(AppState {
-        pool,
-        leptos_options: LeptosOptions::builder().output_name("z29c").build(),
-    })
-}
+use crate::support::app;
+use uuid::Uuid;
 
 /// A browser in miniature: one session cookie, carried from answer to answer.
 struct Browser {
@@ -120,7 +113,8 @@ async fn signed_in(pool: &PgPool, role: engine::domain::Role) -> Browser {
 
 /// An opaque adapter, and one workflow whose delivery step waits for review.
 async fn step_under_review(pool: &PgPool) -> Uuid {
-    let contract = engine::contracts::declared("opaque", 1_000, 0, false).unwrap();
+    let contract =
+        engine::adapter::contracts::declared(engine::domain::ContractKind::Opaque, 1_000, 0, false);
     engine::store::adapter::upsert(pool, "letters", "http://127.0.0.1:9", &contract)
         .await
         .unwrap();
@@ -296,7 +290,7 @@ async fn roles_are_checked_on_the_server_whatever_the_page_offered(pool: PgPool)
         let csrf = input_value(&page, "csrf");
         let version = {
             let mut conn = pool.acquire().await.unwrap();
-            engine::operate::facts(&mut conn, step, false)
+            engine::store::action::read_facts(&mut conn, step)
                 .await
                 .unwrap()
                 .unwrap()

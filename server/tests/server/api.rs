@@ -2,14 +2,19 @@
 
 use axum::body::Body;
 use http::{Request, StatusCode, header};
-use leptos::prelude::LeptosOptions;
 use serde_json::{Value, json};
-use server::http::{AppState, router};
 use sqlx::PgPool;
 use tower::ServiceExt;
 
+use crate::support::app;
+
 async fn setup(pool: &PgPool) -> String {
-    let contract = engine::contracts::declared("idempotent", 2_000, 0, false).unwrap();
+    let contract = engine::adapter::contracts::declared(
+        engine::domain::ContractKind::Idempotent,
+        2_000,
+        0,
+        false,
+    );
     engine::store::adapter::upsert(pool, "docs", "http://127.0.0.1:9", &contract)
         .await
         .unwrap();
@@ -25,10 +30,7 @@ async fn call(
     token: Option<&str>,
     body: Option<String>,
 ) -> (StatusCode, Value) {
-    let app = router(AppState {
-        pool: pool.clone(),
-        leptos_options: LeptosOptions::builder().output_name("z29c").build(),
-    });
+    let app = app(pool.clone());
     let mut request = Request::builder().method(method).uri(uri);
     if let Some(token) = token {
         request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
@@ -212,7 +214,7 @@ async fn malformed_bodies_get_a_4xx_that_says_what_is_wrong(pool: PgPool) {
             "{body} → {answer}"
         );
     }
-    let huge = start_body("k", &"x".repeat(server::api::MAX_BODY_BYTES));
+    let huge = start_body("k", &"x".repeat(server::http::api::MAX_BODY_BYTES));
     let (status, answer) = call(&pool, "POST", "/api/v1/workflows", Some(&token), Some(huge)).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{answer}");
     let count: i64 = sqlx::query_scalar("select count(*) from workflow")

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::http::AppState;
+use crate::state::AppState;
 
 /// Request bodies larger than this are refused with 413.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -34,7 +34,7 @@ pub fn routes() -> Router<AppState> {
 #[openapi(
     info(title = "Z29C API", description = "Start workflows and read their status."),
     paths(start, status),
-    components(schemas(StartBody, ErrorBody, engine::status::WorkflowStatus)),
+    components(schemas(StartBody, ErrorBody, engine::read::status::WorkflowStatus)),
     modifiers(&BearerAuth)
 )]
 pub struct ApiDoc;
@@ -156,8 +156,8 @@ struct StartBody {
     request_body = StartBody,
     security(("bearer" = [])),
     responses(
-        (status = 201, description = "Started", body = engine::status::WorkflowStatus),
-        (status = 200, description = "Same creation key and input: the existing workflow", body = engine::status::WorkflowStatus),
+        (status = 201, description = "Started", body = engine::read::status::WorkflowStatus),
+        (status = 200, description = "Same creation key and input: the existing workflow", body = engine::read::status::WorkflowStatus),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 401, description = "No or bad bearer token", body = ErrorBody),
         (status = 409, description = "Creation key already used with another input", body = ErrorBody),
@@ -192,7 +192,7 @@ async fn start(
             ));
         }
     };
-    let projection = engine::status::project(&pool, workflow.id)
+    let projection = engine::read::status::project(&pool, workflow.id)
         .await?
         .ok_or(sqlx::Error::RowNotFound)?;
     Ok((code, Json(projection)).into_response())
@@ -205,7 +205,7 @@ async fn start(
     params(("id" = String, Path, description = "Workflow id (a UUID)")),
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "The status projection", body = engine::status::WorkflowStatus),
+        (status = 200, description = "The status projection", body = engine::read::status::WorkflowStatus),
         (status = 400, description = "Not a UUID", body = ErrorBody),
         (status = 401, description = "No or bad bearer token", body = ErrorBody),
         (status = 404, description = "No such workflow", body = ErrorBody),
@@ -222,7 +222,7 @@ async fn status(
             format!("`{id}` is not a workflow id (a UUID)"),
         )
     })?;
-    match engine::status::project(&pool, id).await? {
+    match engine::read::status::project(&pool, id).await? {
         Some(projection) => Ok(Json(projection).into_response()),
         None => Err(ApiError::new(
             StatusCode::NOT_FOUND,

@@ -4,12 +4,14 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use destinations::Kind;
+use destinations::{Kind, RunningDestination};
+use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::judge::judge;
 use super::processes::{settled, stop, worker_command};
-use super::{database, delay_deliveries, destination};
+use super::setup::{database, delay_deliveries, destination};
+use crate::harness::bench::BenchDatabase;
 
 /// Settings of `z29c scenario soak`.
 #[derive(Debug, Clone, clap::Args)]
@@ -84,32 +86,77 @@ impl Rng {
 /// verdict as the matrix, over every workflow.
 pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
     let mut rng = Rng(args.seed.max(1));
-    let db = crate::bench::BenchDatabase::open().await?;
+    let db = BenchDatabase::open().await?;
     let admin = db.pool(2, false).await?;
     let name = format!("soak_{}", args.seed);
     let (url, pool) = database(&db, &admin, &name).await?;
     engine::db::MIGRATOR.run(&pool).await?;
+    let destinations = start_destinations(&db, &admin, &pool, &name, args.workflows).await?;
+    let by_kind = start_workflows(&pool, &name, &mut rng, &destinations, args.workflows).await?;
+    let run = kill_until_settled(&args, &db, &url, &pool, &mut rng).await?;
+    let (rows, violations) = judge_kinds(&pool, &destinations, &by_kind).await?;
+    pool.close().await;
+    admin.close().await;
+    db.close().await?;
+    let seconds = run.started.elapsed().as_secs_f64();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({"seed": args.seed, "workflows": args.workflows, "workers": args.workers,
+                "kills": run.kills, "database_restarts": run.restarts, "seconds": seconds, "by_kind": rows,
+                "violations": violations})
+        );
+    } else {
+        print_verdict(&args, &run, seconds, &rows, &violations);
+    }
+    Ok(if violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// One destination of each kind, a few of whose answers come after the deadline.
+async fn start_destinations(
+    db: &BenchDatabase,
+    admin: &PgPool,
+    pool: &PgPool,
+    name: &str,
+    workflows: usize,
+) -> anyhow::Result<Vec<(Kind, RunningDestination)>> {
     let mut destinations = Vec::new();
     for kind in [Kind::Idempotent, Kind::Queryable, Kind::Opaque] {
         let destination = destination(
-            &db,
-            &admin,
-            &pool,
+            db,
+            admin,
+            pool,
             &format!("{name}_{kind}"),
             kind,
             kind.as_str(),
         )
         .await?;
         // Some answers come after the deadline: unknown outcomes to recover from.
-        delay_deliveries(&destination, 1_500, args.workflows / 20)?;
+        delay_deliveries(&destination, 1_500, workflows / 20)?;
         destinations.push((kind, destination));
     }
+    Ok(destinations)
+}
+
+/// Starts `count` workflows, each through a destination drawn from `rng`; returns their ids
+/// by destination.
+async fn start_workflows(
+    pool: &PgPool,
+    name: &str,
+    rng: &mut Rng,
+    destinations: &[(Kind, RunningDestination)],
+    count: usize,
+) -> anyhow::Result<Vec<Vec<Uuid>>> {
     let mut by_kind: Vec<Vec<Uuid>> = vec![Vec::new(); 3];
-    for n in 0..args.workflows {
+    for n in 0..count {
         let k = rng.below(3);
         let kind = destinations[k].0;
         let started = engine::intake::start_workflow(
-            &pool,
+            pool,
             engine::intake::NewWorkflow {
                 creation_key: format!("{name}-{n}"),
                 definition: engine::definition::DOCUMENT_DELIVERY.into(),
@@ -123,9 +170,30 @@ pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
         let (engine::intake::Started::Created(w) | engine::intake::Started::Existing(w)) = started;
         by_kind[k].push(w.id);
     }
+    Ok(by_kind)
+}
+
+/// What the kill schedule did: when the workers started, how many were killed, how often the
+/// database restarted.
+struct KillRun {
+    started: Instant,
+    kills: usize,
+    restarts: usize,
+}
+
+/// Runs `args.workers` worker processes, SIGKILLs one every `args.kill_every` ms (and crashes
+/// PostgreSQL every `args.restart_db_every` ms, if set), replacing each victim at once, until
+/// every workflow has settled; then stops them.
+async fn kill_until_settled(
+    args: &SoakArgs,
+    db: &BenchDatabase,
+    url: &str,
+    pool: &PgPool,
+    rng: &mut Rng,
+) -> anyhow::Result<KillRun> {
     let mut children = Vec::new();
     for _ in 0..args.workers {
-        children.push(worker_command(&url, None, None)?.spawn()?);
+        children.push(worker_command(url, None, None)?.spawn()?);
     }
     let started = Instant::now();
     let mut kills = 0;
@@ -140,7 +208,7 @@ pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
         if let Ok(now_done) = sqlx::query_scalar::<_, i64>(
             "select count(*) from workflow where state in ('completed', 'needs_review', 'cancelled')",
         )
-        .fetch_one(&pool)
+        .fetch_one(pool)
         .await
         {
             done = now_done;
@@ -152,7 +220,7 @@ pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
                 started.elapsed().as_secs_f64()
             );
         }
-        if done >= total && settled(&pool).await.unwrap_or(false) {
+        if done >= total && settled(pool).await.unwrap_or(false) {
             break;
         }
         if let (Some(at), Some(every)) = (next_restart, restart_every)
@@ -173,7 +241,7 @@ pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
             let victim = rng.below(children.len());
             let _ = children[victim].start_kill();
             let _ = children[victim].wait().await;
-            children[victim] = worker_command(&url, None, None)?.spawn()?;
+            children[victim] = worker_command(url, None, None)?.spawn()?;
             kills += 1;
             next_kill = Instant::now() + Duration::from_millis(args.kill_every);
         }
@@ -182,17 +250,30 @@ pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
     for child in &mut children {
         stop(child).await;
     }
+    Ok(KillRun {
+        started,
+        kills,
+        restarts,
+    })
+}
+
+/// The matrix's verdict for each destination's workflows, with its line of the table.
+async fn judge_kinds(
+    pool: &PgPool,
+    destinations: &[(Kind, RunningDestination)],
+    by_kind: &[Vec<Uuid>],
+) -> anyhow::Result<(Vec<KindRow>, Vec<String>)> {
     let mut violations = Vec::new();
     let mut rows = Vec::new();
     for (i, (kind, destination)) in destinations.iter().enumerate() {
-        let found = judge(&pool, destination, *kind, &by_kind[i]).await?;
+        let found = judge(pool, destination, *kind, &by_kind[i]).await?;
         let (receipts, waiting): (i64, i64) = sqlx::query_as(
             "select count(*) filter (where receipt_id is not null),
                     count(*) filter (where state = 'review_required')
              from step where workflow_id = any($1) and kind <> 'pure'",
         )
         .bind(&by_kind[i])
-        .fetch_one(&pool)
+        .fetch_one(pool)
         .await?;
         rows.push(KindRow {
             kind: kind.as_str(),
@@ -204,41 +285,35 @@ pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
         });
         violations.extend(found);
     }
-    pool.close().await;
-    admin.close().await;
-    db.close().await?;
-    let seconds = started.elapsed().as_secs_f64();
-    if args.json {
-        println!(
-            "{}",
-            serde_json::json!({"seed": args.seed, "workflows": args.workflows, "workers": args.workers,
-                "kills": kills, "database_restarts": restarts, "seconds": seconds, "by_kind": rows,
-                "violations": violations})
-        );
-    } else {
-        eprintln!();
-        println!(
-            "seed {}  workflows {}  worker processes {}  kill every {} ms  workers killed {kills}  database restarts {restarts}  {seconds:.0} s",
-            args.seed, args.workflows, args.workers, args.kill_every
-        );
-        println!();
+    Ok((rows, violations))
+}
+
+/// The run's settings and figures, the table by kind, and the first twenty violations.
+fn print_verdict(
+    args: &SoakArgs,
+    run: &KillRun,
+    seconds: f64,
+    rows: &[KindRow],
+    violations: &[String],
+) {
+    let (kills, restarts) = (run.kills, run.restarts);
+    eprintln!();
+    println!(
+        "seed {}  workflows {}  worker processes {}  kill every {} ms  workers killed {kills}  database restarts {restarts}  {seconds:.0} s",
+        args.seed, args.workflows, args.workers, args.kill_every
+    );
+    println!();
+    println!(
+        "{:<11} {:>9} {:>11} {:>9} {:>19} {:>11}",
+        "kind", "workflows", "deliveries", "receipts", "waiting for review", "violations"
+    );
+    for r in rows {
         println!(
             "{:<11} {:>9} {:>11} {:>9} {:>19} {:>11}",
-            "kind", "workflows", "deliveries", "receipts", "waiting for review", "violations"
+            r.kind, r.workflows, r.deliveries, r.receipts, r.waiting_for_review, r.violations
         );
-        for r in &rows {
-            println!(
-                "{:<11} {:>9} {:>11} {:>9} {:>19} {:>11}",
-                r.kind, r.workflows, r.deliveries, r.receipts, r.waiting_for_review, r.violations
-            );
-        }
-        for v in violations.iter().take(20) {
-            println!("  {v}");
-        }
     }
-    Ok(if violations.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    for v in violations.iter().take(20) {
+        println!("  {v}");
+    }
 }

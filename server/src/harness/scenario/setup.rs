@@ -1,28 +1,16 @@
-//! `z29c scenario matrix`: every fault point × every destination kind, each as real processes —
-//! a worker process killed with SIGKILL at a failpoint (or, after destination acceptance, by
-//! the harness), then a fresh worker process recovering — judged from outside by comparing the
-//! destination's own ledger with Z29C's receipts, step states and invariants.
-//!
-//! Beside the fault points: answers timed around the adapters' deadline, and named scenarios —
-//! PostgreSQL crashing under a running worker, a backup restored after the live system went
-//! on, recovery by code whose newest definition is v2, and the seeds' first duplicate.
-
-mod judge;
-mod matrix;
-mod processes;
-mod soak;
-
-pub use matrix::{MatrixArgs, matrix};
-pub use soak::{SoakArgs, soak};
+//! What every scenario stands on: its own databases on the harness's server, and destination
+//! services registered with Z29C as adapters.
 
 use anyhow::Context;
 use destinations::{Fault, FaultPlan, FaultRule, Kind, Match, Operation, RunningDestination};
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
+use crate::harness::bench::BenchDatabase;
+
 /// Creates database `name` on the harness's server; returns its URL and a pool.
-async fn database(
-    db: &crate::bench::BenchDatabase,
+pub(super) async fn database(
+    db: &BenchDatabase,
     admin: &PgPool,
     name: &str,
 ) -> anyhow::Result<(String, PgPool)> {
@@ -42,7 +30,11 @@ async fn database(
 }
 
 /// Delays the destination's answer to the next `times` deliveries by `ms`.
-fn delay_deliveries(destination: &RunningDestination, ms: u64, times: usize) -> anyhow::Result<()> {
+pub(super) fn delay_deliveries(
+    destination: &RunningDestination,
+    ms: u64,
+    times: usize,
+) -> anyhow::Result<()> {
     destination.set_faults(FaultPlan::rules([FaultRule::new(
         Operation::Deliver,
         Match::Any,
@@ -54,8 +46,8 @@ fn delay_deliveries(destination: &RunningDestination, ms: u64, times: usize) -> 
 
 /// A destination service of `kind` on its own database `name`, registered with Z29C as
 /// `adapter`: a 1,000 ms deadline and a 300 ms visibility window.
-async fn destination(
-    db: &crate::bench::BenchDatabase,
+pub(super) async fn destination(
+    db: &BenchDatabase,
     admin: &PgPool,
     z29c: &PgPool,
     name: &str,
@@ -72,8 +64,12 @@ async fn destination(
         },
     )
     .await?;
-    let contract =
-        engine::contracts::declared(kind.as_str(), 1_000, 300, false).context("a kind")?;
+    let contract = engine::adapter::contracts::declared(
+        crate::harness::contract_kind(kind),
+        1_000,
+        300,
+        false,
+    );
     engine::store::adapter::upsert(z29c, adapter, &destination.base_url(), &contract).await?;
     Ok(destination)
 }

@@ -1,0 +1,26 @@
+use engine::domain::StepState;
+use serde::{Deserialize, Serialize};
+
+/// One step on the workflow page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepRow {
+    pub id: String,
+    pub logical: String,
+    pub generation: i32,
+    pub state: StepState,
+    pub attempts: i32,
+    pub request_key: String,
+    pub external_reference: String,
+    pub depends_on: Vec<String>,
+}
+
+/// What the workflow page shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkflowData {
+    pub id: String,
+    pub creation_key: String,
+    pub definition: String,
+    pub state: String,
+    pub status: String,
+    pub steps: Vec<StepRow>,
+}

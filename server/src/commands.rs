@@ -1,0 +1,215 @@
+//! What each `z29c` command does, once its arguments are parsed: the long-running ones start in
+//! `startup`, the harness ones in `harness`; the operator commands (tokens, users, adapters,
+//! checks, migrations, private clusters) run here to completion.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use engine::embedded_pg::{Durability, EmbeddedPostgres};
+
+use crate::cli::{
+    AdapterCommand, BenchCommand, CheckArgs, Cli, Command, DbCommand, ScenarioCommand,
+    TokenCommand, UserCommand,
+};
+use crate::database::Database;
+use crate::harness::{bench, demo, scenario};
+use crate::startup::{serve, worker};
+
+impl Cli {
+    /// Runs the chosen command to completion.
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        init_tracing();
+        let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+        runtime.block_on(async move {
+            match self.command {
+                Command::Serve(args) => serve(args).await.map(|()| ExitCode::SUCCESS),
+                Command::Worker(args) => worker(args).await.map(|()| ExitCode::SUCCESS),
+                Command::Destinations(args) => demo::serve_destination(
+                    args.kind,
+                    args.addr,
+                    std::time::Duration::from_millis(args.visibility_window_ms),
+                    &args.database,
+                )
+                .await
+                .map(|()| ExitCode::SUCCESS),
+                Command::Token(TokenCommand::Create { name, database }) => {
+                    let db = Database::open(&database).await?;
+                    let secret = engine::store::token::create(&db.pool, &name).await?;
+                    db.close().await?;
+                    println!("{secret}");
+                    eprintln!("token `{name}` created; it is shown only now: send it as `Authorization: Bearer <token>`");
+                    Ok(ExitCode::SUCCESS)
+                }
+                Command::Adapter(command) => adapter(command).await.map(|()| ExitCode::SUCCESS),
+                Command::User(UserCommand::Add {
+                    name,
+                    role,
+                    database,
+                }) => {
+                    let db = Database::open(&database).await?;
+                    let added = engine::operators::add(&db.pool, &name, role).await;
+                    db.close().await?;
+                    let password = added?;
+                    println!("{password}");
+                    eprintln!(
+                        "operator `{name}` ({role:?}) created; the password is shown only now"
+                    );
+                    Ok(ExitCode::SUCCESS)
+                }
+                Command::Check(args) => check(args).await,
+                Command::Migrate(args) => {
+                    Database::open(&args).await?.close().await?;
+                    println!("migrations are up to date");
+                    Ok(ExitCode::SUCCESS)
+                }
+                Command::Db(DbCommand::Exec { durable, command }) => {
+                    db_exec(durable, command).await
+                }
+                Command::Scenario(ScenarioCommand::Matrix(args)) => scenario::matrix(args).await,
+                Command::Scenario(ScenarioCommand::Soak(args)) => scenario::soak(args).await,
+                Command::Bench(BenchCommand::Engine(args)) => {
+                    bench::engine(args).await?;
+                    Ok(ExitCode::SUCCESS)
+                }
+                Command::Bench(BenchCommand::Console(args)) => {
+                    bench::console(args).await?;
+                    Ok(ExitCode::SUCCESS)
+                }
+                Command::RebuildProjections(args) => {
+                    let db = Database::open(&args).await?;
+                    let rebuilt = engine::outbox::projections::rebuild(&db.pool).await;
+                    db.close().await?;
+                    println!("rebuilt the projections of {} workflow(s)", rebuilt?);
+                    Ok(ExitCode::SUCCESS)
+                }
+            }
+        })
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,sqlx=warn,tower_sessions=warn".into());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let db = Database::open(&args.database).await?;
+    if args.before_resume {
+        let resume = engine::watch::invariants::prepare_resume(&db.pool).await?;
+        println!(
+            "before resume: {} external step(s) caught unfinished go to recovery (query, same-key \
+             replay or review), {} waiting for dependencies will start the same way, {} pure \
+             step(s) are ready again",
+            resume.to_recovery, resume.marked, resume.to_ready
+        );
+    }
+    let violations = engine::watch::invariants::check(&db.pool).await?;
+    db.close().await?;
+    for kind in engine::watch::invariants::KINDS {
+        let found: Vec<_> = violations.iter().filter(|v| v.kind == kind).collect();
+        println!(
+            "{:<45} {}",
+            kind,
+            if found.is_empty() {
+                "ok".to_owned()
+            } else {
+                format!("{} violation(s)", found.len())
+            }
+        );
+        for v in found {
+            println!("    {}  {}", v.subject, v.evidence);
+        }
+    }
+    Ok(if violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
+    match command {
+        AdapterCommand::Add {
+            name,
+            url,
+            contract,
+            deadline_ms,
+            visibility_window_ms,
+            review_unknown,
+            database,
+        } => {
+            let kind = engine::domain::ContractKind::parse(&contract).with_context(|| {
+                format!("`{contract}` is not a contract: use idempotent, queryable or opaque")
+            })?;
+            let contract = engine::adapter::contracts::declared(
+                kind,
+                deadline_ms,
+                visibility_window_ms,
+                review_unknown,
+            );
+            let report = engine::adapter::contract_suite::verify(
+                &name,
+                &engine::adapter::HttpAdapter::new(&url, contract.clone()),
+            )
+            .await;
+            anyhow::ensure!(report.passed(), "{}; not registered", report.summary());
+            let db = Database::open(&database).await?;
+            let version = engine::store::adapter::upsert(&db.pool, &name, &url, &contract).await?;
+            db.close().await?;
+            println!(
+                "adapter `{name}` passed its contract suite and is registered at {url} (contract version {version}): {}",
+                contract.capabilities_summary()
+            );
+        }
+        AdapterCommand::List(database) => {
+            let db = Database::open(&database).await?;
+            for a in engine::store::adapter::all(&db.pool).await? {
+                println!(
+                    "{}\t{}\tv{}\t{}",
+                    a.name,
+                    a.base_url,
+                    a.contract_version,
+                    a.contract.capabilities_summary()
+                );
+            }
+            db.close().await?;
+        }
+    }
+    Ok(())
+}
+
+async fn db_exec(durable: bool, command: Vec<String>) -> anyhow::Result<ExitCode> {
+    let dir = tempfile::Builder::new()
+        .prefix("z29c-db-")
+        .tempdir()
+        .context("creating a directory for the private cluster")?;
+    // The cluster may run as another user (when we are root); it must reach its directory.
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )?;
+    let durability = if durable {
+        Durability::Durable
+    } else {
+        Durability::Throwaway
+    };
+    let cluster = EmbeddedPostgres::start(dir.path().join("pg"), durability).await?;
+    let url = cluster.ensure_database("z29c").await?;
+    eprintln!("z29c db exec: private cluster on port {}", cluster.port());
+    let (program, args) = command.split_first().context("no command given")?;
+    // Ctrl-C reaches the child too; this process must outlive it to stop the cluster.
+    let _interrupts = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let status = tokio::process::Command::new(program)
+        .args(args)
+        .env("DATABASE_URL", &url)
+        .status()
+        .await
+        .with_context(|| format!("running {program}"));
+    cluster.stop().await?;
+    let code = status?.code().unwrap_or(1);
+    Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+}

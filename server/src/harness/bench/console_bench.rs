@@ -1,0 +1,301 @@
+//! `z29c bench console`: server-side page latency over loopback as the history grows, and the
+//! front end's weight.
+
+use std::time::Instant;
+
+use sqlx::PgPool;
+
+use super::cluster::BenchDatabase;
+use super::load::load;
+use super::session::Session;
+
+/// Settings of `z29c bench console`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConsoleBenchArgs {
+    /// Workflow counts to measure at, ascending (each load adds to the previous one).
+    #[arg(long, value_delimiter = ',', default_values_t = [10_000_usize, 100_000, 1_000_000])]
+    pub sizes: Vec<usize>,
+    /// Timed requests per page and size.
+    #[arg(long, default_value_t = 40)]
+    pub requests: usize,
+    /// The built console assets, for the front-end weight.
+    #[arg(long, env = "LEPTOS_SITE_ROOT", default_value = "target/site")]
+    pub site_root: std::path::PathBuf,
+}
+
+/// The `p` quantile of `sorted` by nearest rank; 0 when there is nothing to rank.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+/// Sequential scans of the large tables so far.
+async fn seq_scans(pool: &PgPool) -> anyhow::Result<Vec<(String, i64)>> {
+    Ok(sqlx::query_as(
+        "select relname::text, seq_scan from pg_stat_user_tables
+         where relname in ('workflow', 'step', 'attempt', 'receipt', 'external_request', 'observation', 'audit', 'incident_reference')
+         order by relname",
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Loads each size in turn, times every page at it, and prints the table.
+pub async fn console(args: ConsoleBenchArgs) -> anyhow::Result<()> {
+    let db = BenchDatabase::open().await?;
+    let pool = db.pool(16, false).await?;
+    engine::db::MIGRATOR.run(&pool).await?;
+    register_adapters(&pool).await?;
+    let (base, server) = serve(&pool).await?;
+    let session = Session::sign_in(&base, &pool).await?;
+    let table = measure(&pool, &session, &args).await?;
+    server.abort();
+    print_table(&args, &table);
+    front_end_weight(&args.site_root);
+    pool.close().await;
+    db.close().await
+}
+
+/// One adapter of each kind, `bench-<kind>`, as the loaded workflows name them.
+async fn register_adapters(pool: &PgPool) -> anyhow::Result<()> {
+    for kind in engine::domain::ContractKind::ALL {
+        let contract = engine::adapter::contracts::declared(kind, 1_000, 1_500, false);
+        let kind = kind.as_str();
+        engine::store::adapter::upsert(
+            pool,
+            &format!("bench-{kind}"),
+            "http://127.0.0.1:9",
+            &contract,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The console's router on a loopback port; returns its base URL and the serving task.
+async fn serve(
+    pool: &PgPool,
+) -> anyhow::Result<(String, tokio::task::JoinHandle<std::io::Result<()>>)> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let app = crate::http::router(crate::state::AppState {
+        pool: pool.clone(),
+        leptos_options: leptos::prelude::LeptosOptions::builder()
+            .output_name("z29c")
+            .build(),
+    });
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok((base, server))
+}
+
+/// Each size loaded on top of the last, then every page timed at it.
+async fn measure(
+    pool: &PgPool,
+    session: &Session,
+    args: &ConsoleBenchArgs,
+) -> anyhow::Result<Vec<Measured>> {
+    let mut loaded = 0;
+    let mut table: Vec<Measured> = Vec::new();
+    for &size in &args.sizes {
+        let started = Instant::now();
+        load(pool, loaded, size).await?;
+        let load_secs = started.elapsed().as_secs_f64();
+        loaded = size;
+        eprintln!("console bench: {size} workflows loaded ({load_secs:.0} s)");
+        let pages = pages(pool).await?;
+        let before = seq_scans(pool).await?;
+        let mut figures = Vec::new();
+        for (name, path) in &pages {
+            for _ in 0..3 {
+                session.time(path).await?;
+            }
+            let mut times = Vec::with_capacity(args.requests);
+            for _ in 0..args.requests {
+                times.push(session.time(path).await?);
+            }
+            times.sort_by(f64::total_cmp);
+            figures.push((*name, percentile(&times, 0.5), percentile(&times, 0.99)));
+        }
+        let after = seq_scans(pool).await?;
+        let scanned: Vec<String> = after
+            .iter()
+            .zip(&before)
+            .filter(|((_, a), (_, b))| a > b)
+            .map(|((t, a), (_, b))| format!("{t} ×{}", a - b))
+            .collect();
+        table.push(Measured {
+            size,
+            load_secs,
+            pages: figures,
+            scanned,
+        });
+    }
+    Ok(table)
+}
+
+/// The latency table, the load times, the sequential scans seen and the worst p99's growth.
+fn print_table(args: &ConsoleBenchArgs, table: &[Measured]) {
+    println!();
+    println!(
+        "z29c bench console: server-side latency over loopback (full SSR page), {} requests per page",
+        args.requests
+    );
+    print!("{:<26}", "page (p50 / p99 ms)");
+    for m in table {
+        print!(" {:>18}", format!("{} workflows", m.size));
+    }
+    println!();
+    let names: Vec<&str> = table
+        .first()
+        .map(|m| m.pages.iter().map(|p| p.0).collect())
+        .unwrap_or_default();
+    for (i, name) in names.iter().enumerate() {
+        print!("{name:<26}");
+        for m in table {
+            print!(
+                " {:>18}",
+                format!("{:.1} / {:.1}", m.pages[i].1, m.pages[i].2)
+            );
+        }
+        println!();
+    }
+    print!("{:<26}", "load time (s)");
+    for m in table {
+        print!(" {:>18}", format!("{:.0}", m.load_secs));
+    }
+    println!();
+    for m in table {
+        println!(
+            "sequential scans of large tables while serving at {}: {}",
+            m.size,
+            if m.scanned.is_empty() {
+                "none".to_owned()
+            } else {
+                m.scanned.join(", ")
+            }
+        );
+    }
+    if let (Some(first), Some(last)) = (table.first(), table.last()) {
+        println!(
+            "worst p99: {:.1} ms at {} workflows, {:.1} ms at {} ({:.2}×)",
+            first.worst_p99(),
+            first.size,
+            last.worst_p99(),
+            last.size,
+            last.worst_p99() / first.worst_p99().max(0.001)
+        );
+    }
+}
+
+/// The figures at one size.
+struct Measured {
+    size: usize,
+    load_secs: f64,
+    /// Page, p50 ms, p99 ms.
+    pages: Vec<(&'static str, f64, f64)>,
+    /// Large tables scanned sequentially while serving.
+    scanned: Vec<String>,
+}
+
+impl Measured {
+    fn worst_p99(&self) -> f64 {
+        self.pages.iter().map(|p| p.2).fold(0.0, f64::max)
+    }
+}
+
+/// The pages timed, with ids picked from the loaded data.
+async fn pages(pool: &PgPool) -> anyhow::Result<Vec<(&'static str, String)>> {
+    let waiting: i64 = sqlx::query_scalar(
+        "select count(*) from step where state in ('outcome_unknown', 'review_required')",
+    )
+    .fetch_one(pool)
+    .await?;
+    let (at, id): (String, uuid::Uuid) = sqlx::query_as(
+        r#"select to_char(unknown_since at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"'), id
+           from step where state in ('outcome_unknown', 'review_required')
+           order by unknown_since, id offset $1 limit 1"#,
+    )
+    .bind(waiting * 4 / 5)
+    .fetch_one(pool)
+    .await?;
+    let (unknown_step, unknown_key): (uuid::Uuid, String) = sqlx::query_as(
+        "select id, request_key from step where state = 'review_required' order by unknown_since desc limit 1",
+    )
+    .fetch_one(pool)
+    .await?;
+    let reference: String =
+        sqlx::query_scalar("select external_reference from receipt order by id limit 1")
+            .fetch_one(pool)
+            .await?;
+    let incident: uuid::Uuid =
+        sqlx::query_scalar("select id from integrity_incident order by id limit 1")
+            .fetch_one(pool)
+            .await?;
+    let cursor = format!("{at}|{id}");
+    Ok(vec![
+        ("review queue, first page", "/".to_owned()),
+        (
+            "queue filtered",
+            "/?adapter=bench-opaque&state=review_required".to_owned(),
+        ),
+        (
+            "queue, deep keyset page",
+            format!(
+                "/?after={}",
+                engine::domain::identity::percent_encode(&cursor)
+            ),
+        ),
+        (
+            "search by request key",
+            format!(
+                "/?q={}",
+                engine::domain::identity::percent_encode(&unknown_key)
+            ),
+        ),
+        (
+            "search by external ref",
+            format!(
+                "/?q={}",
+                engine::domain::identity::percent_encode(&reference)
+            ),
+        ),
+        ("step evidence", format!("/steps/{unknown_step}")),
+        ("incident", format!("/incidents/{incident}")),
+    ])
+}
+
+/// Prints the gzipped size of the console's wasm and JavaScript, as built.
+fn front_end_weight(site_root: &std::path::Path) {
+    let gz = |path: std::path::PathBuf| -> Option<(u64, u64)> {
+        let raw = std::fs::metadata(&path).ok()?.len();
+        let out = std::process::Command::new("gzip")
+            .arg("-9")
+            .arg("-c")
+            .arg(&path)
+            .output()
+            .ok()?;
+        Some((raw, out.stdout.len() as u64))
+    };
+    let pkg = site_root.join("pkg");
+    match (
+        gz(pkg.join("z29c_bg.wasm")).or_else(|| gz(pkg.join("z29c.wasm"))),
+        gz(pkg.join("z29c.js")),
+    ) {
+        (Some((wasm, wasm_gz)), Some((js, js_gz))) => println!(
+            "front end ({}): wasm {} KB ({} KB gzipped) + JS {} KB ({} KB gzipped) = {} KB gzipped",
+            pkg.display(),
+            wasm / 1024,
+            wasm_gz / 1024,
+            js / 1024,
+            js_gz / 1024,
+            (wasm_gz + js_gz) / 1024
+        ),
+        _ => println!(
+            "front end: no build under {} (run `make build PROFILE=release` first)",
+            pkg.display()
+        ),
+    }
+}

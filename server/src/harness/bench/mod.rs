@@ -1,0 +1,14 @@
+//! `z29c bench engine` and `z29c bench console`: throughput and page latency, measured on this
+//! machine and printed as tables. Nothing here asserts a speed; the figures go in the README.
+
+mod ceiling;
+mod cluster;
+mod console_bench;
+mod engine_bench;
+mod instant;
+mod load;
+mod session;
+
+pub use cluster::BenchDatabase;
+pub use console_bench::{ConsoleBenchArgs, console};
+pub use engine_bench::{EngineBenchArgs, engine};

@@ -1,0 +1,83 @@
+//! A signed-in console session over loopback, as the console bench drives it.
+
+use std::time::Instant;
+
+use anyhow::Context;
+use sqlx::PgPool;
+
+/// A session on the console, as a browser holds one.
+pub(super) struct Session {
+    client: reqwest::Client,
+    base: String,
+    cookie: String,
+}
+
+impl Session {
+    /// Signs in as a new viewer, through the sign-in form as a browser would.
+    pub(super) async fn sign_in(base: &str, pool: &PgPool) -> anyhow::Result<Self> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        let name = format!("bench-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        let password = engine::operators::add(pool, &name, engine::domain::Role::Viewer).await?;
+        let page = client.get(format!("{base}/sign-in")).send().await?;
+        let cookie = cookie_of(&page).context("no session cookie")?;
+        let html = page.text().await?;
+        let action = between(&html, r#"action="/fn/sign_in"#, "\"").context("no sign-in form")?;
+        let csrf = between(&html, r#"name="csrf" value=""#, "\"").context("no csrf token")?;
+        let answer = client
+            .post(format!("{base}/fn/sign_in{action}"))
+            .header("cookie", &cookie)
+            .header("accept", "application/json")
+            .form(&[
+                ("username", name.as_str()),
+                ("password", password.as_str()),
+                ("csrf", csrf.as_str()),
+            ])
+            .send()
+            .await?;
+        let cookie = cookie_of(&answer).unwrap_or(cookie);
+        anyhow::ensure!(
+            answer.status().is_success() || answer.status().is_redirection(),
+            "sign-in answered {}",
+            answer.status()
+        );
+        Ok(Self {
+            client,
+            base: base.to_owned(),
+            cookie,
+        })
+    }
+
+    /// Milliseconds to the last byte of `path`, checked to answer 200.
+    pub(super) async fn time(&self, path: &str) -> anyhow::Result<f64> {
+        let started = Instant::now();
+        let answer = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .header("cookie", &self.cookie)
+            .send()
+            .await?;
+        let status = answer.status();
+        let _ = answer.bytes().await?;
+        anyhow::ensure!(status.is_success(), "{path} answered {status}");
+        Ok(started.elapsed().as_secs_f64() * 1000.0)
+    }
+}
+
+/// The `name=value` of the session cookie an answer sets.
+fn cookie_of(answer: &reqwest::Response) -> Option<String> {
+    answer
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(str::to_owned)
+}
+
+/// The text between the first `start` and the next `end` after it.
+fn between(text: &str, start: &str, end: &str) -> Option<String> {
+    let at = text.find(start)? + start.len();
+    let rest = &text[at..];
+    Some(rest[..rest.find(end)?].to_owned())
+}

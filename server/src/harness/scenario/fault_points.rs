@@ -1,0 +1,256 @@
+//! The fault points the harness itself provides beside the failpoints compiled into the
+//! engine (the timing sweep and the named scenarios), and how a scenario is brought to each.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use destinations::RunningDestination;
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+use uuid::Uuid;
+
+use super::processes::{
+    kill_on_acceptance, run_program, run_publisher, run_worker, stop, until_settled,
+    worker_command, worker_until_first_delivery,
+};
+use super::setup::delay_deliveries;
+use crate::harness::bench::BenchDatabase;
+
+/// Answers delayed to around the adapter's 1,000 ms deadline: no kill, only timing.
+pub(super) const TIMING: &str = "response_at_";
+pub(super) const TIMINGS_MS: [u64; 5] = [500, 900, 1_000, 1_100, 1_500];
+
+/// Killed by the harness once the destination committed, before any answer.
+pub(super) const AFTER_ACCEPTANCE: &str = "after_acceptance_before_response";
+
+/// PostgreSQL crashes and restarts under a running worker, which carries on.
+pub(super) const DATABASE_RESTART: &str = "database_restart";
+
+/// A backup taken mid-run, the live system carried on, then the backup restored,
+/// `z29c check --before-resume`, and workers resumed.
+pub(super) const RESTORE: &str = "restore_from_backup";
+
+/// Workflows started under definition v1, the worker killed after the destination accepted,
+/// and recovery by code whose newest definition is v2.
+pub(super) const RECOVERED_BY_V2: &str = "recovered_by_v2";
+
+/// The seeds' first duplicate: the destination accepts and answers after the worker's
+/// deadline, while a second worker process stands by.
+pub(super) const SEEDS_DUPLICATE: &str = "seeds_duplicate_delivery";
+
+/// The named scenarios beyond the fault points and the timing sweep.
+pub(super) const NAMED: [&str; 4] = [DATABASE_RESTART, RESTORE, RECOVERED_BY_V2, SEEDS_DUPLICATE];
+
+/// One scenario on its way to its fault point: its databases, its destination and the
+/// settings every way of reaching a point reads.
+pub(super) struct Stage<'a> {
+    pub(super) db: &'a BenchDatabase,
+    pub(super) admin: &'a PgPool,
+    pub(super) name: &'a str,
+    pub(super) url: String,
+    /// Replaced when a restore recreates the database.
+    pub(super) pool: PgPool,
+    pub(super) destination: RunningDestination,
+    pub(super) point: &'a str,
+    /// Workflows in the scenario.
+    pub(super) workflows: usize,
+    /// The recovery rule broken on purpose, if any (`--break-rule`).
+    pub(super) rule: Option<&'a str>,
+}
+
+impl Stage<'_> {
+    /// Brings the scenario to its fault point; says whether it got there, and what went wrong
+    /// on the way that the verdict must show.
+    pub(super) async fn reach_point(
+        &mut self,
+        workflows: &[Uuid],
+    ) -> anyhow::Result<(bool, Vec<String>)> {
+        let mut violations = Vec::new();
+        let reached = match self.point {
+            "during_compensation_acceptance" | "during_outbox_publication" => {
+                self.after_deliveries(workflows).await?
+            }
+            DATABASE_RESTART => {
+                let (reached, ended) = self.restart_database().await?;
+                violations.extend(ended);
+                reached
+            }
+            RESTORE => self.restore_from_backup().await?,
+            SEEDS_DUPLICATE => self.answer_late().await?,
+            p if p.starts_with(TIMING) => {
+                let ms: u64 = p[TIMING.len()..]
+                    .trim_end_matches("ms")
+                    .parse()
+                    .context("a timing point is response_at_<ms>ms")?;
+                delay_deliveries(&self.destination, ms, self.workflows * 2)?;
+                // Nothing to kill: every answer lands around the deadline, and the workers settle it.
+                true
+            }
+            _ => self.kill_at_point().await?,
+        };
+        Ok((reached, violations))
+    }
+
+    /// Deliveries first, without faults, then the part under test: withdrawing them all
+    /// (compensation) or publishing the outbox.
+    async fn after_deliveries(&self, workflows: &[Uuid]) -> anyhow::Result<bool> {
+        let (url, pool, point, rule) = (&self.url, &self.pool, self.point, self.rule);
+        run_worker(url, None, rule, Duration::from_secs(60), Some(pool)).await?;
+        if point == "during_compensation_acceptance" {
+            let approver = engine::operators::Operator {
+                id: Uuid::nil(),
+                username: "scenario".into(),
+                role: engine::domain::Role::Approver,
+            };
+            for w in workflows {
+                let step: Uuid = sqlx::query_scalar(
+                    "select id from step where workflow_id = $1 and logical = 'deliver'",
+                )
+                .bind(w)
+                .fetch_one(pool)
+                .await?;
+                engine::recovery::perform(
+                    pool,
+                    engine::recovery::Request {
+                        operator: &approver,
+                        step,
+                        seen_version: None,
+                        reason: "scenario: withdraw",
+                        action: engine::recovery::Action::Cancel,
+                    },
+                )
+                .await?;
+            }
+            run_worker(url, Some(point), rule, Duration::from_secs(30), None).await
+        } else {
+            let reached = run_publisher(url, Some(point), Duration::from_secs(20)).await?;
+            run_publisher(url, None, Duration::from_secs(3)).await?;
+            Ok(reached)
+        }
+    }
+
+    /// PostgreSQL crashes and restarts while calls are in flight; the same worker process must
+    /// carry on. Returns whether a call was in flight, and a violation if the worker ended.
+    async fn restart_database(&self) -> anyhow::Result<(bool, Vec<String>)> {
+        let cluster = self
+            .db
+            .cluster()
+            .context("a database restart needs the harness's own cluster: unset DATABASE_URL")?;
+        // Slow answers, so calls are in flight when the server goes down.
+        delay_deliveries(&self.destination, 400, self.workflows * 2)?;
+        let (mut child, seen) =
+            worker_until_first_delivery(&self.url, self.rule, &self.destination).await?;
+        cluster.crash_restart().await?;
+        // The same worker process carries on once the server is back.
+        let exited = until_settled(&mut child, Some(&self.pool), Duration::from_secs(60)).await?;
+        stop(&mut child).await;
+        let mut violations = Vec::new();
+        if let Some(status) = exited {
+            violations.push(format!(
+                "the worker process ended ({status}) when the database restarted"
+            ));
+        }
+        Ok((seen, violations))
+    }
+
+    /// A backup taken mid-run, the live system finishing, the backup restored over it, then
+    /// `z29c check --before-resume`; reached when the restore rewound finished steps.
+    async fn restore_from_backup(&mut self) -> anyhow::Result<bool> {
+        let cluster = self.db.cluster().context(
+            "a restore needs the harness's own cluster (pg_dump, pg_restore): unset DATABASE_URL",
+        )?;
+        let (url, name, admin) = (&self.url, self.name, self.admin);
+        delay_deliveries(&self.destination, 300, self.workflows * 2)?;
+        let (mut child, _) = worker_until_first_delivery(url, self.rule, &self.destination).await?;
+        // The backup, taken while the live system works on.
+        let dir = tempfile::tempdir()?;
+        let backup = dir.path().join("backup.dump");
+        run_program(
+            cluster.program("pg_dump"),
+            &["--format=custom", "--file", &backup.to_string_lossy(), url],
+        )
+        .await?;
+        // The live system finishes everything it can, then stops: the destination keeps it all.
+        until_settled(&mut child, Some(&self.pool), Duration::from_secs(60)).await?;
+        stop(&mut child).await;
+        self.pool.close().await;
+        sqlx::query(&format!("drop database {name} with (force)"))
+            .execute(admin)
+            .await?;
+        sqlx::query(&format!("create database {name}"))
+            .execute(admin)
+            .await?;
+        run_program(
+            cluster.program("pg_restore"),
+            &[
+                "--no-owner",
+                "--exit-on-error",
+                "--dbname",
+                url,
+                &backup.to_string_lossy(),
+            ],
+        )
+        .await?;
+        self.pool = PgPoolOptions::new().max_connections(8).connect(url).await?;
+        // The restore rewound steps the live system had finished.
+        let rewound: i64 = sqlx::query_scalar(
+            "select count(*) from step where kind <> 'pure' and state <> 'succeeded'",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        let mut check = tokio::process::Command::new(std::env::current_exe()?);
+        check
+            .args(["check", "--before-resume"])
+            .env("DATABASE_URL", url)
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null());
+        if let Some(rule) = self.rule {
+            check.env("Z29C_BREAK_RULE", rule);
+        }
+        let status = check.status().await?;
+        anyhow::ensure!(
+            status.success(),
+            "`z29c check --before-resume` found violations in the restored database ({status})"
+        );
+        Ok(rewound > 0)
+    }
+
+    /// Accepted, then answered well after the 1,000 ms deadline, with two worker processes;
+    /// reached when an attempt ended unknown.
+    async fn answer_late(&self) -> anyhow::Result<bool> {
+        let (url, rule) = (&self.url, self.rule);
+        delay_deliveries(&self.destination, 2_500, self.workflows)?;
+        let mut first = worker_command(url, None, rule)?.spawn()?;
+        let mut second = worker_command(url, None, rule)?.spawn()?;
+        until_settled(&mut first, Some(&self.pool), Duration::from_secs(60)).await?;
+        stop(&mut first).await;
+        stop(&mut second).await;
+        let unknown: i64 =
+            sqlx::query_scalar("select count(*) from attempt where outcome = 'outcome_unknown'")
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(unknown > 0)
+    }
+
+    /// A worker killed at the point: by the harness once the destination accepted, or by the
+    /// failpoint itself.
+    async fn kill_at_point(&self) -> anyhow::Result<bool> {
+        let (url, point, rule) = (&self.url, self.point, self.rule);
+        let delay = match point {
+            AFTER_ACCEPTANCE | RECOVERED_BY_V2 => Some(10_000),
+            // A lookup happens only after an unknown outcome.
+            "during_status_query" => Some(1_500),
+            _ => None,
+        };
+        if let Some(ms) = delay {
+            delay_deliveries(&self.destination, ms, self.workflows)?;
+        }
+        if matches!(point, AFTER_ACCEPTANCE | RECOVERED_BY_V2) {
+            let reached = kill_on_acceptance(url, rule, &self.destination).await?;
+            self.destination.clear_faults();
+            Ok(reached)
+        } else {
+            run_worker(url, Some(point), rule, Duration::from_secs(30), None).await
+        }
+    }
+}

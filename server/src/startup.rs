@@ -1,0 +1,185 @@
+//! Start-up of the long-running commands: `z29c serve` (console, workers, observers and the
+//! optional demo) and `z29c worker`, and their shutdown in order on SIGINT or SIGTERM.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use leptos::prelude::LeptosOptions;
+
+use crate::cli::{ObserverArgs, ServeArgs, WorkerArgs, WorkerTuning};
+use crate::database::Database;
+use crate::http::router;
+use crate::state::AppState;
+
+/// `z29c serve`: the console and API, with workers (unless `--no-workers`), observers and the
+/// optional demo, until SIGINT or SIGTERM; then everything stops in order.
+pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let database = Database::open(&args.database).await?;
+    let leptos_options = LeptosOptions::builder()
+        .output_name("z29c")
+        .site_root(args.site_root.to_string_lossy().into_owned())
+        .site_pkg_dir("pkg")
+        .site_addr(args.addr)
+        .build();
+    let app = router(AppState {
+        pool: database.pool.clone(),
+        leptos_options,
+    });
+    let listener = tokio::net::TcpListener::bind(args.addr)
+        .await
+        .with_context(|| format!("listening on {}", args.addr))?;
+    let demo = if args.demo {
+        let demo = crate::harness::demo::Demo::start(&database.pool, &args.demo_data_dir).await?;
+        let seeded = crate::harness::demo::seed(&database.pool).await?;
+        println!("demo: three destinations started; {seeded} new demo workflow(s)");
+        match engine::operators::add(&database.pool, "demo", engine::domain::Role::Approver).await {
+            Ok(password) => {
+                println!("demo: sign in as `demo` with password {password} (shown once)")
+            }
+            Err(engine::operators::OperatorError::Exists(_)) => println!(
+                "demo: the `demo` approver exists (its password was printed on the first start); \
+                 add another with `z29c user add NAME --role approver`"
+            ),
+            Err(error) => return Err(error.into()),
+        }
+        Some(demo)
+    } else {
+        None
+    };
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let expired_sessions = tokio::spawn(
+        tower_sessions::session_store::ExpiredDeletion::continuously_delete_expired(
+            tower_sessions_sqlx_store::PostgresStore::new(database.pool.clone()),
+            tokio::time::Duration::from_secs(60 * 10),
+        ),
+    );
+    let workers = if args.no_workers {
+        None
+    } else {
+        Some(spawn_worker(&database, &args.workers, stopped.clone()).await?)
+    };
+    let observers = spawn_observer(&database.pool, &args.observer, stopped.clone());
+    let resumed = engine::recovery::bulk::resume_all(&database.pool).await?;
+    if resumed > 0 {
+        tracing::info!(runs = resumed, "resuming unfinished bulk recovery runs");
+    }
+    println!("Z29C console: http://{}", listener.local_addr()?);
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            crate::shutdown::signal().await;
+            let _ = stop.send(true);
+        })
+        .await
+        .context("serving HTTP");
+    if let Some(workers) = workers {
+        workers.await.context("the worker task panicked")?;
+    }
+    for observer in observers {
+        observer.await.context("an observer task panicked")?;
+    }
+    expired_sessions.abort();
+    if let Some(demo) = demo {
+        demo.stop().await;
+    }
+    database.close().await?;
+    served
+}
+
+/// Loads the adapters (re-running their contract suites when asked) and spawns a worker that
+/// runs until `stopped`.
+async fn spawn_worker(
+    database: &Database,
+    tuning: &WorkerTuning,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let adapters = if tuning.verify_adapters {
+        engine::adapter::registry::Adapters::load_verified(&database.pool).await?
+    } else {
+        engine::adapter::registry::Adapters::load(&database.pool).await?
+    };
+    let config = tuning.config();
+    tracing::info!(worker = %config.name, concurrency = config.concurrency, "starting workers");
+    let worker = engine::worker::Worker::new(database.pool.clone(), config, adapters);
+    Ok(tokio::spawn(worker.run(async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    })))
+}
+
+/// `z29c worker`: workers only, until SIGINT or SIGTERM.
+pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
+    let database = Database::open(&args.database).await?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let handle = spawn_worker(&database, &args.workers, stopped).await?;
+    crate::shutdown::signal().await;
+    let _ = stop.send(true);
+    handle.await.context("the worker task panicked")?;
+    database.close().await
+}
+
+// The tuning is read as a worker configuration only here, where workers start.
+impl WorkerTuning {
+    fn config(&self) -> engine::worker::WorkerConfig {
+        let name = self.worker_name.clone().unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+            format!("{}-{}", host.trim(), std::process::id())
+        });
+        let mut config = engine::worker::WorkerConfig::named(name);
+        config.concurrency = self.concurrency.max(1);
+        config.batch = self.batch.max(1);
+        config.lease = std::time::Duration::from_secs(self.lease_secs.max(1));
+        config
+    }
+}
+
+/// Publishes the outbox (woken by NOTIFY), evaluates the alert rules, and sends webhooks and
+/// notifications, until `stopped`.
+fn spawn_observer(
+    pool: &sqlx::PgPool,
+    args: &ObserverArgs,
+    stopped: tokio::sync::watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let publisher = engine::outbox::publisher::Publisher::new(
+        pool.clone(),
+        engine::outbox::consumers(args.webhook.clone()),
+    );
+    let mut publisher_stop = stopped.clone();
+    let publishing = tokio::spawn(publisher.run(Duration::from_secs(1), async move {
+        let _ = publisher_stop.wait_for(|stop| *stop).await;
+    }));
+    let (pool, args, mut stopped) = (pool.clone(), args.clone(), stopped);
+    let observing = tokio::spawn(async move {
+        let rules = engine::watch::alerts::AlertRules {
+            max_unknown_age: Duration::from_secs(args.alert_unknown_age_secs),
+        };
+        let client = reqwest::Client::new();
+        loop {
+            if let Err(error) = engine::watch::alerts::evaluate(&pool, &rules).await {
+                tracing::warn!(%error, "alert evaluation failed");
+            }
+            if let Some(url) = &args.webhook {
+                if let Err(error) =
+                    engine::outbox::webhook::deliver_webhooks(&pool, &client, url).await
+                {
+                    tracing::warn!(%error, "the webhook queue could not be sent; it is tried again");
+                }
+                let send = |id: i64, workflow: uuid::Uuid, sentence: String| {
+                    let request = client
+                        .post(url)
+                        .header("Idempotency-Key", format!("notification-{id}"))
+                        .json(&serde_json::json!({ "workflow": workflow, "status": sentence }));
+                    async move { request.send().await.is_ok_and(|r| r.status().is_success()) }
+                };
+                if let Err(error) =
+                    engine::outbox::projections::dispatch_notifications(&pool, send).await
+                {
+                    tracing::warn!(%error, "notification dispatch failed");
+                }
+            }
+            tokio::select! {
+                _ = stopped.wait_for(|stop| *stop) => return,
+                () = tokio::time::sleep(Duration::from_secs(args.observe_every_secs.max(1))) => {}
+            }
+        }
+    });
+    vec![publishing, observing]
+}
