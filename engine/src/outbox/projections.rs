@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use crate::adapter::BoxFuture;
 use crate::domain::WorkflowState;
-use crate::domain::{EventKind, ReceiptMethod};
+use crate::domain::{EventKind, IncidentKind, ReceiptMethod};
 use crate::outbox::inbox::{Consumer, Event, Revision, count, revision, settle_revision, take};
 use crate::store;
 
@@ -83,83 +83,61 @@ impl Consumer for MetricsProjection {
     }
 }
 
-/// The counters `event` adds to, by its kind; other kinds count nothing.
+/// Adds one to every counter `event` counts in.
 async fn count_event(tx: &mut PgConnection, event: &Event) -> sqlx::Result<()> {
+    for (name, labels) in counters_of(event) {
+        let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        count(tx, name, &labels, 1).await?;
+    }
+    Ok(())
+}
+
+/// A counter's name and labels.
+type Counter = (&'static str, Vec<(&'static str, String)>);
+
+/// The counters `event` adds to, by its kind.
+fn counters_of(event: &Event) -> Vec<Counter> {
     let p = &event.payload;
     let text = |key: &str| p[key].as_str().unwrap_or("").to_owned();
-    let (logical, adapter) = (text("logical"), text("adapter"));
+    let attempts = |adapter: String, outcome: String| {
+        let labels = vec![
+            ("logical", text("logical")),
+            ("adapter", adapter),
+            ("outcome", outcome),
+        ];
+        ("z29c_attempts_total", labels)
+    };
+    let path = |path: &str| ("z29c_recovery_path_total", vec![("path", path.to_owned())]);
     match event.kind() {
         Some(EventKind::StepAttemptEnded) => {
-            let outcome = text("outcome");
-            count(
-                tx,
-                "z29c_attempts_total",
-                &[
-                    ("logical", &logical),
-                    ("adapter", &adapter),
-                    ("outcome", &outcome),
-                ],
-                1,
-            )
-            .await?;
-            if text("method") == "idempotent_replay" {
-                count(tx, "z29c_recovery_path_total", &[("path", "replay")], 1).await?;
+            let mut counters = vec![attempts(text("adapter"), text("outcome"))];
+            if text("method") == ReceiptMethod::IdempotentReplay.as_str() {
+                counters.push(path("replay"));
             }
+            counters
         }
-        Some(EventKind::StepSucceeded) => {
-            count(
-                tx,
-                "z29c_attempts_total",
-                &[
-                    ("logical", &logical),
-                    ("adapter", ""),
-                    ("outcome", "succeeded"),
-                ],
-                1,
+        Some(EventKind::StepSucceeded) => vec![attempts(String::new(), "succeeded".to_owned())],
+        Some(EventKind::StepVerified) => match serde_json::from_value(p["method"].clone()) {
+            Ok(ReceiptMethod::ManualEvidence) => vec![path("manual")],
+            Ok(
+                ReceiptMethod::StatusQuery
+                | ReceiptMethod::DirectResponse
+                | ReceiptMethod::IdempotentReplay,
             )
-            .await?;
-        }
-        Some(EventKind::StepVerified) => {
-            let path = match serde_json::from_value(p["method"].clone()) {
-                Ok(ReceiptMethod::ManualEvidence) => "manual",
-                Ok(
-                    ReceiptMethod::StatusQuery
-                    | ReceiptMethod::DirectResponse
-                    | ReceiptMethod::IdempotentReplay,
-                )
-                | Err(_) => "query",
-            };
-            count(tx, "z29c_recovery_path_total", &[("path", path)], 1).await?;
-        }
-        Some(EventKind::StepWaived) => {
-            count(tx, "z29c_recovery_path_total", &[("path", "waiver")], 1).await?;
-        }
-        Some(EventKind::IncidentOpened) if text("kind") == "duplicate_effect" => {
-            count(
-                tx,
-                "z29c_duplicates_detected_total",
-                &[("logical", &logical), ("adapter", &adapter)],
-                1,
-            )
-            .await?;
+            | Err(_) => vec![path("query")],
+        },
+        Some(EventKind::StepWaived) => vec![path("waiver")],
+        Some(EventKind::IncidentOpened)
+            if text("kind") == IncidentKind::DuplicateEffect.as_str() =>
+        {
+            let labels = vec![("logical", text("logical")), ("adapter", text("adapter"))];
+            vec![("z29c_duplicates_detected_total", labels)]
         }
         Some(EventKind::WorkflowStateChanged) => {
-            count(
-                tx,
-                "z29c_workflow_transitions_total",
-                &[("to", &text("to"))],
-                1,
-            )
-            .await?;
+            vec![("z29c_workflow_transitions_total", vec![("to", text("to"))])]
         }
         Some(EventKind::AlertOpened) => {
-            count(
-                tx,
-                "z29c_alerts_opened_total",
-                &[("rule", &text("rule"))],
-                1,
-            )
-            .await?;
+            vec![("z29c_alerts_opened_total", vec![("rule", text("rule"))])]
         }
         // Counted by none of the metrics: a workflow's start shows in its transitions, the
         // rest in the recovery paths of the steps they concern. A kind this version does not
@@ -171,9 +149,8 @@ async fn count_event(tx: &mut PgConnection, event: &Event) -> sqlx::Result<()> {
             | EventKind::IncidentOpened
             | EventKind::IncidentResolved,
         )
-        | None => {}
+        | None => Vec::new(),
     }
-    Ok(())
 }
 
 /// A customer could be told: the workflow reached a state worth a message. The candidate holds
