@@ -99,7 +99,7 @@ pub fn WorkflowPage() -> impl IntoView {
     }
 }
 
-/// `/status/:id`: the page a workflow's customer reads, in the words of DESIGN.md.
+/// `/status/:id`: the page a workflow's customer reads, in the words of docs/DESIGN.md §14.
 #[component]
 pub fn StatusPage() -> impl IntoView {
     let params = use_params_map();

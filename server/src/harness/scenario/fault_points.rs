@@ -34,8 +34,8 @@ pub(super) const RESTORE: &str = "restore_from_backup";
 /// and recovery by code whose newest definition is v2.
 pub(super) const RECOVERED_BY_V2: &str = "recovered_by_v2";
 
-/// The seeds' first duplicate: the destination accepts and answers after the worker's
-/// deadline, while a second worker process stands by.
+/// The first duplicate delivery (docs/DESIGN.md §13): the destination accepts and answers
+/// after the worker's deadline, while a second worker process stands by.
 pub(super) const SEEDS_DUPLICATE: &str = "seeds_duplicate_delivery";
 
 /// The named scenarios beyond the fault points and the timing sweep.

@@ -5,7 +5,8 @@
 //!
 //! Beside the fault points: answers timed around the adapters' deadline, and named scenarios —
 //! PostgreSQL crashing under a running worker, a backup restored after the live system went
-//! on, recovery by code whose newest definition is v2, and the seeds' first duplicate.
+//! on, recovery by code whose newest definition is v2, and the first duplicate delivery
+//! (docs/DESIGN.md §13).
 
 mod fault_points;
 mod judge;
