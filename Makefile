@@ -64,6 +64,7 @@ bench-console:
 
 lint:
 	cargo fmt --all -- --check
+	scripts/check-layout.py
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy -p app --no-default-features --features hydrate --target wasm32-unknown-unknown -- -D warnings
 
