@@ -1,5 +1,6 @@
 //! The private cluster Z29C starts when no DATABASE_URL is given.
 
+use crate::support::fixture;
 use engine::db::{Readiness, connect_and_migrate, readiness};
 use engine::embedded_pg::{Durability, EmbeddedPostgres};
 use std::os::unix::fs::PermissionsExt;
@@ -22,13 +23,7 @@ async fn a_private_cluster_starts_migrates_keeps_its_data_across_restarts_and_st
     let url = cluster.ensure_database("z29c").await.unwrap();
     let pool = connect_and_migrate(&url, 2).await.unwrap();
     assert_eq!(readiness(&pool).await.unwrap(), Readiness::Ready);
-    sqlx::query(
-        "insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest)
-         values (gen_random_uuid(), 'k-1', 'document_delivery', 1, '{}', 'sha256:' || repeat('0', 64))",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
+    fixture::workflow(&pool, "k-1").insert().await;
     pool.close().await;
     let first_port = cluster.port();
     cluster.stop().await.unwrap();

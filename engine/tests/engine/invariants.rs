@@ -1,6 +1,6 @@
 //! The semantic invariants find what they are for, once each, and nothing on healthy runs.
 
-use crate::support::Harness;
+use crate::support::{Harness, fixture};
 use destinations::Kind;
 use engine::watch::invariants::Resume;
 use sqlx::PgPool;
@@ -13,20 +13,6 @@ async fn step_id(pool: &PgPool, workflow: Uuid, logical: &str) -> Uuid {
         .fetch_one(pool)
         .await
         .unwrap()
-}
-
-async fn add_attempt(pool: &PgPool, step: Uuid, number: i32, outcome: &str) {
-    sqlx::query(
-        "insert into attempt (id, step_id, number, worker, lease_expires_at, invoked_at, ended_at, outcome)
-         values ($1, $2, $3, 'rogue', now(), now(), now(), $4::attempt_outcome)",
-    )
-    .bind(Uuid::now_v7())
-    .bind(step)
-    .bind(number)
-    .bind(outcome)
-    .execute(pool)
-    .await
-    .unwrap();
 }
 
 fn kinds(violations: &[engine::watch::invariants::Violation]) -> Vec<&str> {
@@ -50,9 +36,9 @@ async fn a_retry_under_an_opaque_adapter_without_authorization_is_found_and_reco
 ) {
     let h = Harness::new(pool.clone(), Kind::Opaque, 2_000, 0).await;
     let w = h.start("rogue-retry").await;
-    let deliver = step_id(&pool, w, "deliver").await;
-    add_attempt(&pool, deliver, 1, "outcome_unknown").await;
-    add_attempt(&pool, deliver, 2, "succeeded").await;
+    let deliver = fixture::Step::of(&pool, step_id(&pool, w, "deliver").await);
+    deliver.rogue_attempt(1, "outcome_unknown").await;
+    deliver.rogue_attempt(2, "succeeded").await;
 
     let found = engine::watch::invariants::check(&pool).await.unwrap();
     assert!(
@@ -91,8 +77,8 @@ async fn a_step_with_two_external_references_is_found(pool: PgPool) {
 async fn a_dependant_started_before_its_required_receipt_is_found(pool: PgPool) {
     let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
     let w = h.start("early-notify").await;
-    let notify = step_id(&pool, w, "notify").await;
-    add_attempt(&pool, notify, 1, "succeeded").await;
+    let notify = fixture::Step::of(&pool, step_id(&pool, w, "notify").await);
+    notify.rogue_attempt(1, "succeeded").await;
     let found = engine::watch::invariants::check(&pool).await.unwrap();
     assert!(
         kinds(&found).contains(&"dependant_started_before_required_receipt"),
@@ -106,33 +92,9 @@ async fn before_resume_every_step_caught_mid_call_goes_to_recovery(pool: PgPool)
     let w = h.start("restored").await;
     h.drive_until(w, "deliver", "ready").await;
     // As a restore would leave it: invoking, an open attempt, a lease that has not expired.
-    let deliver = step_id(&pool, w, "deliver").await;
-    let key = Harness::key(w, "deliver");
-    sqlx::query(
-        "insert into external_request (request_key, step_id, input_digest, summary, adapter, contract_version, last_sent_at)
-         values ($1, $2, 'sha256:' || repeat('a', 64), '{}', 'docs', 1, now())",
-    )
-    .bind(&key)
-    .bind(deliver)
-    .execute(&pool)
-    .await
-    .unwrap();
-    sqlx::query(
-        "insert into attempt (id, step_id, number, worker, lease_expires_at, invoked_at) values ($1, $2, 1, 'gone', now() + interval '1 hour', now())",
-    )
-    .bind(Uuid::now_v7())
-    .bind(deliver)
-    .execute(&pool)
-    .await
-    .unwrap();
-    sqlx::query(
-        "update step set state = 'invoking', request_key = $2, lease_holder = 'gone', lease_expires_at = now() + interval '1 hour', attempt_count = 1 where id = $1",
-    )
-    .bind(deliver)
-    .bind(&key)
-    .execute(&pool)
-    .await
-    .unwrap();
+    fixture::Step::of(&pool, step_id(&pool, w, "deliver").await)
+        .caught_invoking(&Harness::key(w, "deliver"), "gone")
+        .await;
 
     assert_eq!(
         engine::watch::invariants::prepare_resume(&pool)
@@ -159,22 +121,9 @@ async fn a_step_restored_mid_attempt_is_recovered_by_contract_never_rerun_blindl
     let w = h.start("restored-running").await;
     h.drive_until(w, "deliver", "ready").await;
     // As the backup saw it: leased, an attempt open, no request identity persisted yet.
-    let deliver = step_id(&pool, w, "deliver").await;
-    sqlx::query(
-        "insert into attempt (id, step_id, number, worker, lease_expires_at) values ($1, $2, 1, 'gone', now() + interval '1 hour')",
-    )
-    .bind(Uuid::now_v7())
-    .bind(deliver)
-    .execute(&pool)
-    .await
-    .unwrap();
-    sqlx::query(
-        "update step set state = 'running', lease_holder = 'gone', lease_expires_at = now() + interval '1 hour', attempt_count = 1 where id = $1",
-    )
-    .bind(deliver)
-    .execute(&pool)
-    .await
-    .unwrap();
+    fixture::Step::of(&pool, step_id(&pool, w, "deliver").await)
+        .caught_running("gone")
+        .await;
 
     assert_eq!(
         engine::watch::invariants::prepare_resume(&pool)
@@ -310,30 +259,9 @@ async fn after_a_restore_a_delivery_the_live_system_made_is_found_by_lookup_and_
     h.drive_until(w, "deliver", "succeeded").await;
     // Z29C rewound to a backup taken while deliver was ready: no attempt, no request identity,
     // no receipt. The destination keeps the delivery.
-    let deliver = step_id(&pool, w, "deliver").await;
-    let mut rewind = pool.begin().await.unwrap();
-    // Past the append-only triggers, as a restore is.
-    sqlx::query("set local session_replication_role = replica")
-        .execute(&mut *rewind)
-        .await
-        .unwrap();
-    for statement in [
-        "update step set receipt_id = null, state = 'ready', request_key = null, attempt_count = 0
-         where id = $1",
-        "update step set state = 'blocked' where depends_on @> array['deliver'] and workflow_id =
-         (select workflow_id from step where id = $1)",
-        "delete from receipt where step_id = $1",
-        "delete from observation where step_id = $1",
-        "delete from attempt where step_id = $1",
-        "delete from external_request where step_id = $1",
-    ] {
-        sqlx::query(statement)
-            .bind(deliver)
-            .execute(&mut *rewind)
-            .await
-            .unwrap();
-    }
-    rewind.commit().await.unwrap();
+    fixture::Step::of(&pool, step_id(&pool, w, "deliver").await)
+        .rewound_to_ready()
+        .await;
 
     engine::watch::invariants::prepare_resume(&pool)
         .await

@@ -1,5 +1,6 @@
 //! Operator accounts: argon2 hashes, one-time passwords, sign-in checks.
 
+use crate::support::fixture;
 use engine::domain::Role;
 use engine::operators::{self, OperatorError};
 use sqlx::PgPool;
@@ -33,10 +34,7 @@ async fn an_operator_signs_in_with_the_password_printed_once_and_nothing_else(po
         None
     );
 
-    sqlx::query("update operator set disabled_at = now() where username = 'ada'")
-        .execute(&pool)
-        .await
-        .unwrap();
+    fixture::disable_operator(&pool, "ada").await;
     assert_eq!(
         operators::authenticate(&pool, "ada", &password)
             .await

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::support::{Harness, delay_deliver, once};
+use crate::support::{Harness, delay_deliver, fixture, once};
 use destinations::{Fault, Kind, Match};
 use engine::worker::StepReport;
 use sqlx::PgPool;
@@ -252,6 +252,7 @@ async fn a_worker_that_lost_its_lease_during_the_call_changes_nothing(pool: PgPo
     let h = Harness::new(pool, Kind::Idempotent, 5_000, 0).await;
     let w = h.start("stale").await;
     h.drive_until(w, "deliver", "ready").await;
+    let deliver = fixture::Step::named(&h.pool, w, "deliver").await;
     let mut accepted = h.destination.effects();
     h.faults(delay_deliver(Match::Any, 500));
 
@@ -259,11 +260,9 @@ async fn a_worker_that_lost_its_lease_during_the_call_changes_nothing(pool: PgPo
     let pass = tokio::spawn(async move { worker.run_once().await.unwrap() });
     // The destination committed the delivery: the call is in flight. Another worker takes over.
     accepted.recv().await.unwrap();
-    sqlx::query("update step set lease_holder = 'worker-2', lease_expires_at = now() + interval '1 minute' where workflow_id = $1 and logical = 'deliver'")
-        .bind(w)
-        .execute(&h.pool)
-        .await
-        .unwrap();
+    deliver
+        .leased_to("worker-2", chrono::Duration::minutes(1))
+        .await;
     let reports: Vec<StepReport> = pass.await.unwrap().into_iter().map(|(_, r)| r).collect();
 
     assert_eq!(reports, vec![StepReport::LeaseLost]);
@@ -305,6 +304,7 @@ async fn worker_vanishes_mid_call(kind: Kind, expected: &str, pool: PgPool) {
     let h = Harness::new(pool, kind, 2_000, 0).await;
     let w = h.start("vanished").await;
     h.drive_until(w, "deliver", "ready").await;
+    let deliver = fixture::Step::named(&h.pool, w, "deliver").await;
     let mut accepted = h.destination.effects();
     h.faults(delay_deliver(Match::Any, 60_000));
     let worker = h.worker.clone();
@@ -312,11 +312,7 @@ async fn worker_vanishes_mid_call(kind: Kind, expected: &str, pool: PgPool) {
     accepted.recv().await.unwrap();
     pass.abort();
     h.destination.clear_faults();
-    sqlx::query("update step set lease_expires_at = now() - interval '1 second' where workflow_id = $1 and logical = 'deliver'")
-        .bind(w)
-        .execute(&h.pool)
-        .await
-        .unwrap();
+    deliver.lease_expired().await;
 
     h.drive_until(w, "deliver", expected).await;
     assert_eq!(h.outcomes(w, "deliver").await[0], "outcome_unknown");
@@ -341,10 +337,7 @@ async fn a_worker_killed_mid_call_under_an_opaque_adapter_leaves_the_step_for_re
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn suspended_authority_stops_the_step_before_any_call(pool: PgPool) {
     let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
-    sqlx::query("insert into authority_suspension (scope, value, reason) values ('adapter', 'docs', 'contract under review')")
-        .execute(&pool)
-        .await
-        .unwrap();
+    fixture::suspend_authority(&pool, "adapter", "docs", "contract under review").await;
     let w = h.start("suspended").await;
     h.drive_until(w, "deliver", "review_required").await;
     assert_eq!(h.outcomes(w, "deliver").await, vec!["failed_before_effect"]);
@@ -396,21 +389,10 @@ async fn a_regenerated_request_that_differs_from_its_bound_bytes_is_never_sent(p
     let w = h.start("diverged").await;
     h.drive_until(w, "deliver", "ready").await;
     // As if older code had bound other bytes to this key before a crash.
-    let deliver: uuid::Uuid =
-        sqlx::query_scalar("select id from step where workflow_id = $1 and logical = 'deliver'")
-            .bind(w)
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-    sqlx::query(
-        "insert into external_request (request_key, step_id, input_digest, summary, adapter, contract_version)
-         values ($1, $2, 'sha256:' || repeat('b', 64), '{}', 'docs', 1)",
-    )
-    .bind(Harness::key(w, "deliver"))
-    .bind(deliver)
-    .execute(&pool)
-    .await
-    .unwrap();
+    fixture::Step::named(&pool, w, "deliver")
+        .await
+        .bound_by_a_previous_system(&Harness::key(w, "deliver"))
+        .await;
     h.drive_until(w, "deliver", "review_required").await;
     assert_eq!(h.outcomes(w, "deliver").await, vec!["failed_before_effect"]);
     assert_eq!(

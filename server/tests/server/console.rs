@@ -7,7 +7,7 @@ use http::{Request, StatusCode, header};
 use sqlx::PgPool;
 use tower::ServiceExt;
 
-use crate::support::app;
+use crate::support::{app, fixture};
 use uuid::Uuid;
 
 /// A browser in miniature: one session cookie, carried from answer to answer.
@@ -133,15 +133,7 @@ async fn step_under_review(pool: &PgPool) -> Uuid {
     let workflow = match started {
         engine::intake::Started::Created(w) | engine::intake::Started::Existing(w) => w.id,
     };
-    // As the engine leaves an opaque step whose only attempt ended unknown.
-    sqlx::query_scalar(
-        "update step set state = 'review_required', unknown_since = now(), attempt_count = 1
-         where workflow_id = $1 and logical = 'deliver' returning id",
-    )
-    .bind(workflow)
-    .fetch_one(pool)
-    .await
-    .unwrap()
+    fixture::under_review(pool, workflow, "deliver").await
 }
 
 async fn audit_count(pool: &PgPool, step: Uuid) -> i64 {

@@ -5,7 +5,7 @@ use http::{Request, StatusCode};
 use sqlx::PgPool;
 use tower::ServiceExt;
 
-use crate::support::app;
+use crate::support::{app, fixture};
 
 async fn get(pool: PgPool, uri: &str) -> (StatusCode, String) {
     let response = app(pool)
@@ -50,15 +50,7 @@ async fn healthz_answers_while_the_process_is_up(pool: PgPool) {
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn the_overview_is_rendered_on_the_server_with_counts_from_the_database(pool: PgPool) {
     for (key, state) in [("a", "pending"), ("b", "completed"), ("c", "completed")] {
-        sqlx::query(
-            "insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest, state)
-             values (gen_random_uuid(), $1, 'document_delivery', 1, '{}', 'sha256:' || repeat('0', 64), $2::workflow_state)",
-        )
-        .bind(key)
-        .bind(state)
-        .execute(&pool)
-        .await
-        .unwrap();
+        fixture::workflow(&pool, key).in_state(state).insert().await;
     }
     let (status, html) = get(pool, "/overview").await;
     assert_eq!(status, StatusCode::OK);
@@ -82,14 +74,18 @@ async fn an_unknown_page_answers_404(pool: PgPool) {
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn metrics_expose_the_projection_counters_and_current_gauges(pool: PgPool) {
-    sqlx::query(
-        r#"insert into metric_counter (name, labels, value) values
-           ('z29c_recovery_path_total', '[["path","replay"]]', 3),
-           ('z29c_attempts_total', '[["adapter","docs"],["logical","deliver"],["outcome","outcome_unknown"]]', 2)"#,
+    fixture::counted(&pool, "z29c_recovery_path_total", &[("path", "replay")], 3).await;
+    fixture::counted(
+        &pool,
+        "z29c_attempts_total",
+        &[
+            ("adapter", "docs"),
+            ("logical", "deliver"),
+            ("outcome", "outcome_unknown"),
+        ],
+        2,
     )
-    .execute(&pool)
-    .await
-    .unwrap();
+    .await;
     let (status, text) = get(pool, "/metrics").await;
     assert_eq!(status, StatusCode::OK);
     assert!(

@@ -12,3 +12,75 @@ pub fn app(pool: PgPool) -> axum::Router {
         leptos_options: LeptosOptions::builder().output_name("z29c").build(),
     })
 }
+
+/// Rows a server test starts from that no API call produces on demand, each named for the
+/// situation it stands for; the SQL for each is written here once.
+pub mod fixture {
+    use sqlx::PgPool;
+    use uuid::Uuid;
+
+    /// As the engine leaves an opaque step whose only attempt ended unknown: step `logical` of
+    /// `workflow` review required, unknown since now, one attempt counted. Returns its id.
+    pub async fn under_review(pool: &PgPool, workflow: Uuid, logical: &str) -> Uuid {
+        sqlx::query_scalar(
+            "update step set state = 'review_required', unknown_since = now(), attempt_count = 1
+             where workflow_id = $1 and logical = $2 returning id",
+        )
+        .bind(workflow)
+        .bind(logical)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+    }
+
+    /// A workflow row created under `creation_key`: a `document_delivery` v1 with an empty input
+    /// and a placeholder digest, pending, with no steps. For what reads workflows, not runs them.
+    pub fn workflow<'p>(pool: &'p PgPool, creation_key: &str) -> Workflow<'p> {
+        Workflow {
+            pool,
+            creation_key: creation_key.to_owned(),
+            state: "pending",
+        }
+    }
+
+    /// A `workflow` row to insert; see [`workflow`].
+    pub struct Workflow<'p> {
+        pool: &'p PgPool,
+        creation_key: String,
+        state: &'static str,
+    }
+
+    impl Workflow<'_> {
+        /// The workflow's state (a `workflow_state`).
+        pub fn in_state(mut self, state: &'static str) -> Self {
+            self.state = state;
+            self
+        }
+
+        pub async fn insert(self) {
+            sqlx::query(
+                "insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest, state)
+                 values (gen_random_uuid(), $1, 'document_delivery', 1, '{}', 'sha256:' || repeat('0', 64), $2::workflow_state)",
+            )
+            .bind(&self.creation_key)
+            .bind(self.state)
+            .execute(self.pool)
+            .await
+            .unwrap();
+        }
+    }
+
+    /// As the metrics projection leaves counter `name` with `labels` after counting `value`
+    /// events: the labels stored as the engine stores them, sorted pairs serialized as JSON.
+    pub async fn counted(pool: &PgPool, name: &str, labels: &[(&str, &str)], value: i64) {
+        let mut labels = labels.to_vec();
+        labels.sort_unstable();
+        sqlx::query("insert into metric_counter (name, labels, value) values ($1, $2, $3)")
+            .bind(name)
+            .bind(serde_json::to_string(&labels).unwrap())
+            .bind(value)
+            .execute(pool)
+            .await
+            .unwrap();
+    }
+}

@@ -16,6 +16,8 @@ use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use uuid::Uuid;
 
+pub mod fixture;
+
 /// A Z29C database, one destination of `kind` named `docs`, and a worker.
 pub struct Harness {
     pub pool: PgPool,
