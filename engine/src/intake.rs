@@ -5,8 +5,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::definition::{self, InputError, StepKind};
-use crate::domain::EventKind;
-use crate::domain::{InputDigest, StepState};
+use crate::domain::{EventKind, InputDigest, StepState};
 use crate::store::journal::{self, Actor, AuditEntry};
 use crate::store::step::{self, NewStep};
 use crate::store::workflow::{self, NewWorkflowRow, WorkflowRow};

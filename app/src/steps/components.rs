@@ -269,7 +269,11 @@ fn ActionCard(action: OperatorAction, context: ActionContext) -> impl IntoView {
             </label>
         }
         .into_any(),
-        _ => ().into_any(),
+        // A reason is all these ask for.
+        OperatorAction::CheckDestination
+        | OperatorAction::RetrySameKey
+        | OperatorAction::Cancel
+        | OperatorAction::ResolveIncident => ().into_any(),
     };
     view! {
         <section class=if danger { "action danger" } else { "action" } data-action=data_action>
@@ -312,7 +316,13 @@ fn explain(action: OperatorAction, c: &ActionContext) -> String {
         OperatorAction::Cancel => match c.state {
             StepState::Blocked | StepState::Ready => "Stops the step before any call: the effect will not happen.".into(),
             StepState::Succeeded => "The destination holds this delivery: cancelling requests its withdrawal as a step of its own, which may itself end unknown.".into(),
-            _ => "Stops every further attempt and check. The earlier attempt's effect may still have happened; cancelling does not undo it.".into(),
+            StepState::Running
+            | StepState::Invoking
+            | StepState::OutcomeUnknown
+            | StepState::ReviewRequired
+            | StepState::Waived
+            | StepState::Rejected
+            | StepState::Cancelled => "Stops every further attempt and check. The earlier attempt's effect may still have happened; cancelling does not undo it.".into(),
         },
         OperatorAction::Replace => "Creates a replacement step with a new request key linked to this one, on the input below. This step keeps its history.".into(),
         OperatorAction::ResolveIncident => "Open the incident to name the canonical result and the duplicate's disposition.".into(),

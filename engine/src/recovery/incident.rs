@@ -6,15 +6,12 @@ use serde_json::json;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use crate::domain::EventKind;
-use crate::domain::{Compensation, OperatorAction};
+use crate::domain::{Compensation, Disposition, EventKind, OperatorAction};
 use crate::operators::Operator;
 use crate::store::action::{self, StepFacts};
 use crate::store::incident_resolution::{self, LockedIncident};
 use crate::store::journal::Actor;
 use crate::store::{compensation, step, workflow};
-
-use crate::domain::Disposition;
 
 use super::admit::{required, role_name};
 use super::error::ActionError;

@@ -23,8 +23,7 @@ use serde_json::{Value, json};
 use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
-use crate::domain::EventKind;
-use crate::domain::{OperatorAction, ReceiptMethod, RequestKey, StepState};
+use crate::domain::{EventKind, OperatorAction, ReceiptMethod, RequestKey, StepState};
 use crate::operators::Operator;
 use crate::store::action::{self, StepFacts};
 use crate::store::journal::{self, Actor, AuditEntry};
@@ -251,7 +250,7 @@ async fn attach_evidence(
         EventKind::StepVerified,
         &json!({
             "step": request.step, "external_reference": external_reference,
-            "method": "manual_evidence", "logical": locked.logical, "adapter": locked.adapter,
+            "method": ReceiptMethod::ManualEvidence, "logical": locked.logical, "adapter": locked.adapter,
         }),
     )
     .await?;

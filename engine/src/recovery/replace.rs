@@ -8,8 +8,7 @@ use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use crate::definition::{self, DOCUMENT_DELIVERY, DOCUMENT_DELIVERY_VERSIONS, StepKind};
-use crate::domain::EventKind;
-use crate::domain::{InputDigest, RequestKey, StepKey, StepState};
+use crate::domain::{EventKind, InputDigest, RequestKey, StepKey, StepState};
 use crate::store::action::{self, StepFacts};
 use crate::store::journal::{self, Actor, AuditEntry};
 use crate::store::{self, step, workflow};

@@ -11,8 +11,9 @@ use super::{
 };
 use crate::adapter::{Adapter, WithdrawalObservation};
 use crate::definition::{self, PreparedRequest};
-use crate::domain::EventKind;
-use crate::domain::{AttemptOutcome, ReceiptMethod, RequestKey, StepState, TransportObservation};
+use crate::domain::{
+    AttemptOutcome, EventKind, ReceiptMethod, RequestKey, StepState, TransportObservation,
+};
 use crate::failpoint::{self, BrokenRule, FaultPoint};
 use crate::store::step::{self, Claimed, Settle};
 use crate::store::{attempt, lease, request, workflow};

@@ -14,8 +14,7 @@ use super::invoke::{bind_regenerated, prepare};
 use super::{StepReport, WorkerError, adapter_for, request_key};
 use crate::adapter::registry::Adapters;
 use crate::adapter::{Adapter, BoxFuture, LookupObservation};
-use crate::domain::EventKind;
-use crate::domain::{LookupAnswer, ReceiptMethod, RequestKey, StepState};
+use crate::domain::{EventKind, LookupAnswer, ReceiptMethod, RequestKey, StepState};
 use crate::failpoint::{self, FaultPoint};
 use crate::store::receipt::{self, NewReceipt, ReceiptOutcome};
 use crate::store::step::{self, Claimed, Settle};
@@ -305,7 +304,7 @@ impl Hold<'_> {
             step.workflow_id,
             EventKind::StepVerified,
             &json!({
-                "step": step.id, "external_reference": external_reference, "method": "status_query",
+                "step": step.id, "external_reference": external_reference, "method": ReceiptMethod::StatusQuery,
                 "logical": step.logical, "adapter": step.adapter,
             }),
         )
