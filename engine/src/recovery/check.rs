@@ -30,9 +30,7 @@ pub(super) async fn check_destination(
         .clone()
         .unwrap_or_else(|| unreachable!("admitted"));
     let lease = Duration::from_millis(contract.deadline_ms.saturating_mul(2) + 5_000);
-    // A random suffix, as a worker's name has: two consoles signed in as one operator can
-    // never pass for each other's lease.
-    let holder = format!("{holder}#{}", &Uuid::new_v4().simple().to_string()[..8]);
+    let holder = crate::worker::lease_holder(holder);
     let mut tx = pool.begin().await?;
     let leased = lease_for_operator(&mut tx, step_id, &holder, lease.as_secs_f64())
         .await?

@@ -154,11 +154,7 @@ impl Worker {
     /// A worker over `pool` calling `adapters`. Its lease holder name gets a random suffix, so
     /// two processes configured with one name can never pass for each other.
     pub fn new(pool: PgPool, mut config: WorkerConfig, adapters: Adapters) -> Self {
-        config.name = format!(
-            "{}#{}",
-            config.name,
-            &Uuid::new_v4().simple().to_string()[..8]
-        );
+        config.name = lease_holder(&config.name);
         Self {
             pool,
             config: Arc::new(config),
@@ -314,6 +310,12 @@ impl Worker {
         tx.commit().await?;
         Ok(())
     }
+}
+
+/// A lease holder name for `name` with a random suffix: two holders given one name (two worker
+/// processes, two consoles signed in as one operator) can never pass for each other.
+pub fn lease_holder(name: &str) -> String {
+    format!("{name}#{}", &Uuid::new_v4().simple().to_string()[..8])
 }
 
 /// The step's request key: the one persisted, or the one its identity derives.
