@@ -16,9 +16,9 @@ pub enum ConsoleError {
     /// Nobody is signed in, or the username and password did not match.
     #[error("{reason}")]
     SignIn { reason: String },
-    /// The signed-in person's role does not allow this.
-    #[error("your role does not allow this")]
-    Forbidden,
+    /// The signed-in person's role does not allow this; `reason` names the role it needs.
+    #[error("{reason}")]
+    Forbidden { reason: String },
     /// Someone else changed the thing first, or the page was stale.
     #[error("{reason}")]
     Conflict { reason: String },
@@ -39,8 +39,23 @@ pub enum ConsoleError {
 impl FromServerFnError for ConsoleError {
     type Encoder = JsonEncoding;
 
+    /// Arguments the server cannot read (a missing or malformed form field) are the sender's
+    /// mistake: they answer 422 with a sentence, never the parser's text. Everything else is a
+    /// transport failure on the browser's side.
     fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
-        ConsoleError::Transport(value.to_string())
+        match value {
+            ServerFnErrorErr::Args(_) | ServerFnErrorErr::MissingArg(_) => {
+                let refusal = ConsoleError::Invalid {
+                    reason: "This form is missing a field or carries one the console cannot \
+                             read; reload the page and try again."
+                        .into(),
+                };
+                #[cfg(feature = "ssr")]
+                let refusal = refusal.answered();
+                refusal
+            }
+            other => ConsoleError::Transport(other.to_string()),
+        }
     }
 }
 
@@ -51,7 +66,7 @@ impl ConsoleError {
         match self {
             ConsoleError::NotFound => http::StatusCode::NOT_FOUND,
             ConsoleError::SignIn { .. } => http::StatusCode::UNAUTHORIZED,
-            ConsoleError::Forbidden | ConsoleError::NotPermitted { .. } => {
+            ConsoleError::Forbidden { .. } | ConsoleError::NotPermitted { .. } => {
                 http::StatusCode::FORBIDDEN
             }
             ConsoleError::Conflict { .. } => http::StatusCode::CONFLICT,

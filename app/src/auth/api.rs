@@ -72,7 +72,14 @@ pub(crate) mod session {
                 reason: "Sign in to use the console.".into(),
             }
             .answered()),
-            Some(who) if who.role < role => Err(ConsoleError::Forbidden.answered()),
+            Some(who) if who.role < role => Err(ConsoleError::Forbidden {
+                reason: format!(
+                    "This needs the {} role or higher; you are signed in as {}.",
+                    role.as_str(),
+                    who.role.as_str()
+                ),
+            }
+            .answered()),
             Some(who) => Ok(who),
         }
     }

@@ -122,6 +122,15 @@ impl std::str::FromStr for Role {
 }
 
 impl Role {
+    /// The role's name, as `FromStr` reads it and the database stores it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Operator => "operator",
+            Role::Approver => "approver",
+        }
+    }
+
     /// Whether this role may take `action` at all (the contract decides the rest).
     pub fn may(self, action: OperatorAction) -> bool {
         self >= action.required_role()

@@ -7,21 +7,28 @@ use crate::store::action::StepFacts;
 
 use super::error::ActionError;
 
-/// Checks, in order: the role, the page's freshness, a worker's lease, the contract.
+/// Refuses an action the operator's role never allows, before anything is read or locked: a
+/// viewer's post takes no row lock.
+pub(super) fn admit_role(role: Role, action: OperatorAction) -> Result<(), ActionError> {
+    if role.may(action) {
+        return Ok(());
+    }
+    Err(ActionError::Forbidden(format!(
+        "{} needs the {} role; you are signed in as {}.",
+        action.label(),
+        action.required_role().as_str(),
+        role.as_str()
+    )))
+}
+
+/// Checks, under the step's row lock, in order: the page's freshness, a worker's lease, the
+/// contract (the role was checked by [`admit_role`] before the lock was taken).
 pub(super) fn admit(
     locked: &StepFacts,
     role: Role,
     action: OperatorAction,
     seen: Option<i64>,
 ) -> Result<(), ActionError> {
-    if !role.may(action) {
-        return Err(ActionError::Forbidden(format!(
-            "{} needs the {} role; you are signed in as {}.",
-            action.label(),
-            role_name(action.required_role()),
-            role_name(role)
-        )));
-    }
     if seen.is_some_and(|v| v != locked.version) {
         return Err(ActionError::Conflict(format!(
             "This step changed since your page was drawn (it is now {}). Nothing was done; review the evidence again.",
@@ -43,14 +50,6 @@ pub(super) fn admit(
     match refusal(&facts, role, action) {
         None => Ok(()),
         Some(why) => Err(ActionError::NotPermitted(why)),
-    }
-}
-
-pub(super) fn role_name(role: Role) -> &'static str {
-    match role {
-        Role::Viewer => "viewer",
-        Role::Operator => "operator",
-        Role::Approver => "approver",
     }
 }
 

@@ -13,7 +13,7 @@ use crate::store::incident_resolution::{self, LockedIncident};
 use crate::store::journal::Actor;
 use crate::store::{compensation, step, workflow};
 
-use super::admit::{required, role_name};
+use super::admit::{admit_role, required};
 use super::error::ActionError;
 use super::{Done, audit};
 
@@ -27,6 +27,7 @@ pub async fn resolve_incident(
     reason: &str,
 ) -> Result<Done, ActionError> {
     let reason = required("A reason", reason, 2000)?;
+    admit_role(operator.role, OperatorAction::ResolveIncident)?;
     let mut tx = pool.begin().await?;
     let Some(row) = incident_resolution::lock(&mut tx, incident).await? else {
         return Err(ActionError::NotFound);
@@ -34,7 +35,7 @@ pub async fn resolve_incident(
     let locked = action::lock_for_action(&mut tx, row.step_id)
         .await?
         .ok_or(ActionError::NotFound)?;
-    admit_resolution(&row, operator)?;
+    admit_resolution(&row)?;
     let references = incident_resolution::references(&mut tx, incident).await?;
     if !references.iter().any(|r| r == canonical) {
         return Err(ActionError::Invalid(
@@ -92,19 +93,13 @@ pub async fn resolve_incident(
     })
 }
 
-/// Checks, in order: the incident is still open, and the operator may resolve it. (There is no
-/// page-version or lease check here.)
-fn admit_resolution(row: &LockedIncident, operator: &Operator) -> Result<(), ActionError> {
+/// Checks the incident is still open (the role was checked before any lock; there is no
+/// page-version or lease check here).
+fn admit_resolution(row: &LockedIncident) -> Result<(), ActionError> {
     if row.resolved {
         return Err(ActionError::Conflict(
             "This incident was resolved already; nothing was done.".into(),
         ));
-    }
-    if !operator.role.may(OperatorAction::ResolveIncident) {
-        return Err(ActionError::Forbidden(format!(
-            "Resolving an incident needs the approver role; you are signed in as {}.",
-            role_name(operator.role)
-        )));
     }
     Ok(())
 }

@@ -30,7 +30,7 @@ use crate::store::journal::{self, Actor, AuditEntry};
 use crate::store::receipt::{NewReceipt, ReceiptOutcome, commit_receipt};
 use crate::store::{authorization, step, waiver, workflow};
 
-use admit::{admit, required};
+use admit::{admit, admit_role, required};
 pub use error::ActionError;
 
 /// What the operator asked for, with what that action needs besides a reason.
@@ -107,6 +107,7 @@ pub async fn perform_at(
 ) -> Result<Done, ActionError> {
     let reason = required("A reason", request.reason, 2000)?;
     let kind = request.action.kind();
+    admit_role(request.operator.role, kind)?;
     let mut tx = pool.begin().await?;
     let locked = action::lock_for_action(&mut tx, request.step)
         .await?

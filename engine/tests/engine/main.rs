@@ -9,5 +9,6 @@ mod operate;
 mod operators;
 mod outbox;
 mod replace;
+mod roles;
 mod support;
 mod worker;
