@@ -16,6 +16,8 @@ use crate::workflows::components::{StatusPage, WorkflowPage};
 
 /// The whole HTML document, rendered on the server around [`App`].
 pub fn shell(options: LeptosOptions) -> impl IntoView {
+    #[cfg(feature = "ssr")]
+    content_security_policy();
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -31,6 +33,26 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <App />
             </body>
         </html>
+    }
+}
+
+/// Sets this page's Content-Security-Policy: only the console's own script (the hydration
+/// script by its per-response nonce), style and wasm; no framing (docs/DESIGN.md §15).
+#[cfg(feature = "ssr")]
+fn content_security_policy() {
+    let (Some(nonce), Some(response)) = (
+        leptos::nonce::use_nonce(),
+        use_context::<leptos_axum::ResponseOptions>(),
+    ) else {
+        return;
+    };
+    let policy = format!(
+        "default-src 'self'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; \
+         style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; \
+         base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    );
+    if let Ok(value) = http::HeaderValue::from_str(&policy) {
+        response.insert_header(http::header::CONTENT_SECURITY_POLICY, value);
     }
 }
 

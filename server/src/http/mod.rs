@@ -2,6 +2,7 @@
 //! under `/api/v1`, the probe endpoints and `/metrics`.
 
 pub mod api;
+mod headers;
 mod probes;
 
 use app::{App, shell};
@@ -50,5 +51,6 @@ pub fn router(state: AppState) -> Router {
         )
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
         .layer(sessions(&state.pool, true))
+        .layer(axum::middleware::from_fn(headers::security_headers))
         .with_state(state)
 }

@@ -3,5 +3,6 @@
 
 mod api;
 mod console;
+mod headers;
 mod http;
 mod support;
