@@ -14,6 +14,7 @@ use crate::domain::{OperatorAction, Role};
 use crate::operators::Operator;
 use crate::store::bulk::{self as runs, NewRunRow, UnfinishedRun};
 
+use super::admit::required;
 use super::{Action, ActionError, Request};
 
 pub use crate::domain::actions::BULK_ACTIONS;
@@ -50,23 +51,35 @@ pub async fn create(pool: &PgPool, new: &NewRun<'_>) -> Result<Uuid, BulkError> 
             new.action.label()
         )));
     }
-    if new.reason.trim().is_empty() {
-        return Err(BulkError::Invalid("A reason is required.".into()));
-    }
-    if new.action == OperatorAction::Waive
-        && new.residual_uncertainty.is_none_or(|r| r.trim().is_empty())
-    {
-        return Err(BulkError::Invalid(
-            "A waiver names the residual uncertainty.".into(),
-        ));
-    }
+    let reason = required("A reason", new.reason, 2000).map_err(invalid)?;
+    let residual_uncertainty = match new.residual_uncertainty {
+        Some(r) if !r.trim().is_empty() => {
+            Some(required("The residual uncertainty", r, 2000).map_err(invalid)?)
+        }
+        _ if new.action == OperatorAction::Waive => {
+            return Err(BulkError::Invalid(
+                "A waiver names the residual uncertainty.".into(),
+            ));
+        }
+        _ => None,
+    };
     if new.rows.is_empty() {
         return Err(BulkError::Invalid("No rows were selected.".into()));
+    }
+    if new.rows.len() > MAX_ROWS {
+        return Err(BulkError::Invalid(format!(
+            "A run takes at most {MAX_ROWS} rows; narrow the filter."
+        )));
     }
     if !(1..=100).contains(&new.rate_per_sec) {
         return Err(BulkError::Invalid(
             "The rate is 1 to 100 steps per second.".into(),
         ));
+    }
+    if runs::unfinished_ids(pool).await?.len() >= MAX_UNFINISHED_RUNS {
+        return Err(BulkError::Invalid(format!(
+            "{MAX_UNFINISHED_RUNS} bulk runs are still going; start another when one has finished."
+        )));
     }
     let id = Uuid::now_v7();
     let (steps, versions): (Vec<Uuid>, Vec<i64>) = new.rows.iter().copied().unzip();
@@ -78,8 +91,8 @@ pub async fn create(pool: &PgPool, new: &NewRun<'_>) -> Result<Uuid, BulkError> 
             author: &new.operator.username,
             author_role: new.operator.role,
             action: new.action,
-            reason: new.reason.trim(),
-            residual_uncertainty: new.residual_uncertainty,
+            reason: &reason,
+            residual_uncertainty: residual_uncertainty.as_deref(),
             rate_per_sec: new.rate_per_sec,
         },
     )
@@ -87,6 +100,16 @@ pub async fn create(pool: &PgPool, new: &NewRun<'_>) -> Result<Uuid, BulkError> 
     runs::insert_items(&mut tx, id, &steps, &versions).await?;
     tx.commit().await?;
     Ok(id)
+}
+
+/// The most rows one run takes.
+pub const MAX_ROWS: usize = 10_000;
+
+/// The most runs going at once, across all operators: each runs in the server's own tasks.
+pub const MAX_UNFINISHED_RUNS: usize = 8;
+
+fn invalid(error: ActionError) -> BulkError {
+    BulkError::Invalid(error.to_string())
 }
 
 /// The refusal of an action that is decided one step at a time.

@@ -106,6 +106,12 @@ pub(crate) async fn create_replacement(
         .ok_or(ActionError::NotFound)?;
     let corrected = match corrected {
         None => None,
+        // PostgreSQL stores no NUL character in text or jsonb, and intake refuses it the same way.
+        Some(input) if input.to_string().contains("\\u0000") => {
+            return Err(ActionError::Invalid(
+                "The corrected input must not contain the NUL character.".into(),
+            ));
+        }
         Some(input) => {
             let normalized = definition::normalize_input(DOCUMENT_DELIVERY, newest, input)
                 .map_err(|e| ActionError::Invalid(format!("The corrected {e}.")))?;

@@ -126,3 +126,70 @@ async fn a_bulk_preview_lists_the_rows_the_contract_refuses(pool: PgPool) {
         Err(engine::recovery::bulk::BulkError::Invalid(_))
     ));
 }
+
+/// Creates a retry run over `rows` with `reason`, as `alice` the operator.
+async fn create_run(
+    pool: &PgPool,
+    rows: &[(Uuid, i64)],
+    reason: &str,
+) -> Result<Uuid, engine::recovery::bulk::BulkError> {
+    engine::recovery::bulk::create(
+        pool,
+        &engine::recovery::bulk::NewRun {
+            operator: &person("alice", Role::Operator),
+            action: OperatorAction::RetrySameKey,
+            reason,
+            residual_uncertainty: None,
+            rate_per_sec: 5,
+            rows,
+        },
+    )
+    .await
+}
+
+async fn runs(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("select count(*) from bulk_run")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_bulk_reason_with_a_nul_or_beyond_its_length_is_refused_with_a_sentence(pool: PgPool) {
+    let h = reviewing(pool, Kind::Idempotent, 300, 0).await;
+    let (_, step) = unknown_delivery(&h, "bulk-text", "review_required").await;
+    let rows = [(step, crate::operate::version(&h, step).await)];
+    for (reason, sentence) in [
+        ("the outage\0", "A reason contains a NUL character."),
+        (
+            &"x".repeat(2001)[..],
+            "A reason is longer than 2000 characters.",
+        ),
+    ] {
+        let refused = create_run(&h.pool, &rows, reason).await;
+        assert!(
+            matches!(&refused, Err(engine::recovery::bulk::BulkError::Invalid(s)) if s == sentence),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(runs(&h.pool).await, 0);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn no_more_than_eight_bulk_runs_go_at_once(pool: PgPool) {
+    let h = reviewing(pool, Kind::Idempotent, 300, 0).await;
+    let (_, step) = unknown_delivery(&h, "bulk-many", "review_required").await;
+    let rows = [(step, crate::operate::version(&h, step).await)];
+    for _ in 0..engine::recovery::bulk::MAX_UNFINISHED_RUNS {
+        create_run(&h.pool, &rows, "the outage").await.unwrap();
+    }
+    let refused = create_run(&h.pool, &rows, "the outage").await;
+    assert!(
+        matches!(&refused, Err(engine::recovery::bulk::BulkError::Invalid(s)) if s.contains("bulk runs are still going")),
+        "{refused:?}"
+    );
+    assert_eq!(
+        runs(&h.pool).await,
+        i64::try_from(engine::recovery::bulk::MAX_UNFINISHED_RUNS).unwrap()
+    );
+}

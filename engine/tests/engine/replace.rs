@@ -154,6 +154,20 @@ async fn a_replacement_after_authoritative_absence_runs_on_corrected_input_under
         matches!(refused, Err(ActionError::Forbidden(_))),
         "{refused:?}"
     );
+    let with_nul = json!({"adapter": "docs", "recipient": "r-2", "document": {"title": "corrected\u{0}", "body": "hello"}});
+    let unstorable = act(
+        &h,
+        &carol,
+        step,
+        Action::Replace {
+            corrected_input: Some(with_nul),
+        },
+    )
+    .await;
+    assert!(
+        matches!(&unstorable, Err(ActionError::Invalid(s)) if s.contains("NUL character")),
+        "{unstorable:?}"
+    );
     let done = act(
         &h,
         &carol,
