@@ -42,7 +42,10 @@ pub fn delivery_sentence(
             "Delivery may have completed; checking its status".to_owned()
         }
         (StepState::Succeeded, DuplicateStatus::None) => match external_reference {
-            Some(reference) => format!("Delivery verified from external reference {reference}"),
+            Some(reference) => format!(
+                "Delivery verified from external reference {}",
+                displayable(reference)
+            ),
             None => "Delivery verified".to_owned(),
         },
         (StepState::ReviewRequired, DuplicateStatus::None) => {
@@ -58,6 +61,29 @@ pub fn delivery_sentence(
     }
 }
 
+/// The longest external reference a sentence quotes whole.
+const MAX_QUOTED: usize = 120;
+
+/// `text` from a destination as a sentence may quote it: control characters and the invisible
+/// marks that reorder or hide text (bidi overrides and isolates, zero-width characters) become
+/// U+FFFD, so a reference cannot make the sentence around it read otherwise; and a reference
+/// longer than [`MAX_QUOTED`] characters is cut, with an ellipsis.
+pub fn displayable(text: &str) -> String {
+    let hidden = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+    };
+    let mut shown: String = text
+        .chars()
+        .take(MAX_QUOTED)
+        .map(|c| if hidden(c) { '\u{FFFD}' } else { c })
+        .collect();
+    if text.chars().count() > MAX_QUOTED {
+        shown.push('…');
+    }
+    shown
+}
+
 /// The sentence for a delivery whose cancellation, after it was delivered, asked the
 /// destination to withdraw it: requested until the withdrawal's receipt, then done.
 pub fn withdrawal_sentence(withdrawn: bool) -> String {
@@ -71,6 +97,25 @@ pub fn withdrawal_sentence(withdrawn: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_external_reference_cannot_reorder_or_hide_the_sentence_around_it() {
+        let sentence = delivery_sentence(
+            StepState::Succeeded,
+            Some("ref-1\u{202E}deifirev ton\u{2066}\u{200B}\n"),
+            DuplicateStatus::None,
+        );
+        assert_eq!(
+            sentence,
+            "Delivery verified from external reference ref-1\u{FFFD}deifirev ton\u{FFFD}\u{FFFD}\u{FFFD}"
+        );
+        let long = "r".repeat(500);
+        let quoted = delivery_sentence(StepState::Succeeded, Some(&long), DuplicateStatus::None);
+        assert!(
+            quoted.ends_with(&format!("{}…", "r".repeat(120))),
+            "{quoted}"
+        );
+    }
 
     #[test]
     fn the_status_page_uses_the_words_of_the_design() {
