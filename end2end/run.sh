@@ -10,6 +10,8 @@ addr=${Z29C_E2E_ADDR:-127.0.0.1:3100}
 
 work=$(mktemp -d /tmp/z29c-e2e.XXXXXX)
 chmod 755 "$work"   # the cluster may run as the postgres user
+# The logs carry the demo's password: readable by this user only, in a directory others may enter.
+(umask 077; : >"$work/server.log"; : >"$work/user.log")
 server_pid=
 cleanup() {
   if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then kill -TERM "$server_pid"; wait "$server_pid" || true; fi

@@ -14,6 +14,7 @@ use crate::state::AppState;
 /// `z29c serve`: the console and API, with workers (unless `--no-workers`), observers and the
 /// optional demo, until SIGINT or SIGTERM; then everything stops in order.
 pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    refuse_demo_on_a_named_database(&args)?;
     let database = Database::open(&args.database).await?;
     let leptos_options = LeptosOptions::builder()
         .output_name("z29c")
@@ -83,6 +84,18 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     database.close().await?;
     served
+}
+
+/// The demo adds a `demo` approver and demo workflows: only to the private cluster, never to a
+/// database someone named with DATABASE_URL, which may be a team's real one.
+fn refuse_demo_on_a_named_database(args: &ServeArgs) -> anyhow::Result<()> {
+    if args.demo && args.database.database_url.is_some() {
+        anyhow::bail!(
+            "--demo adds a `demo` approver and demo workflows, so it runs only on the private \
+             cluster: unset DATABASE_URL (and drop --database-url) to try the demo"
+        );
+    }
+    Ok(())
 }
 
 /// Loads the adapters (re-running their contract suites when asked) and spawns a worker that
@@ -182,4 +195,38 @@ fn spawn_observer(
         }
     });
     vec![publishing, observing]
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    fn serve_args(argv: &[&str]) -> crate::cli::ServeArgs {
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Serve(args) => args,
+            other => panic!("not serve: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_demo_refuses_a_database_named_by_url_and_runs_on_the_private_cluster() {
+        let named = serve_args(&[
+            "z29c",
+            "serve",
+            "--demo",
+            "--database-url",
+            "postgres://db/prod",
+        ]);
+        let refusal = super::refuse_demo_on_a_named_database(&named).unwrap_err();
+        assert!(
+            refusal.to_string().contains("unset DATABASE_URL"),
+            "{refusal}"
+        );
+        // Only the flag is read here, not the environment of the machine running the test.
+        let mut private = named;
+        private.database.database_url = None;
+        assert!(super::refuse_demo_on_a_named_database(&private).is_ok());
+    }
 }
