@@ -325,3 +325,62 @@ async fn roles_are_checked_on_the_server_whatever_the_page_offered(pool: PgPool)
     assert!(body.contains("Sign in"), "{body}");
     assert_eq!(audit_count(&pool, step).await, 0);
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_form_posted_without_its_csrf_field_answers_422_with_a_sentence(pool: PgPool) {
+    let step = step_under_review(&pool).await;
+    let mut approver = signed_in(&pool, engine::domain::Role::Approver).await;
+    let (action, version, _) = action_form(&mut approver, step).await;
+    let before = audit_count(&pool, step).await;
+
+    let (status, body) = approver
+        .post(
+            &action,
+            &[
+                ("step", &step.to_string()),
+                ("version", &version),
+                ("action", "cancel"),
+                ("reason", "no token"),
+            ],
+        )
+        .await;
+
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body.contains("This form is missing a field"), "{body}");
+    assert!(!body.contains("deserializ"), "{body}");
+    assert_eq!(audit_count(&pool, step).await, before);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_viewer_starting_a_bulk_run_is_refused_with_a_sentence_naming_the_role(pool: PgPool) {
+    use leptos::server_fn::ServerFn;
+
+    let step = step_under_review(&pool).await;
+    let mut viewer = signed_in(&pool, engine::domain::Role::Viewer).await;
+    let (_, page) = viewer.get("/").await;
+    let csrf = input_value(&page, "csrf");
+
+    let (status, body) = viewer
+        .post(
+            app::bulk::api::StartBulk::PATH,
+            &[
+                ("action", "retry_same_key"),
+                ("rows", &format!("{step}:1")),
+                ("reason", "all of them"),
+                ("rate", "5"),
+                ("csrf", &csrf),
+            ],
+        )
+        .await;
+
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(
+        body.contains("This needs the operator role or higher; you are signed in as viewer."),
+        "{body}"
+    );
+    let runs: i64 = sqlx::query_scalar("select count(*) from bulk_run")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(runs, 0);
+}
