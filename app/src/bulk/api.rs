@@ -4,7 +4,7 @@ use super::types::{BulkPreview, RunView};
 use crate::error::ConsoleError;
 
 /// The most rows one run may act on.
-pub const MAX_ROWS: i64 = 500;
+pub const MAX_ROWS: i64 = engine::domain::actions::BULK_MAX_ROWS as i64;
 
 #[cfg(feature = "ssr")]
 fn action_named(name: &str) -> Result<engine::domain::OperatorAction, ConsoleError> {

@@ -79,6 +79,9 @@ impl OperatorAction {
     }
 }
 
+/// The most rows one bulk run takes: the preview shows no more, and a run is refused beyond.
+pub const BULK_MAX_ROWS: usize = 500;
+
 /// The actions that may run in bulk: those that need nothing but a reason (and, for a
 /// waiver, one residual-uncertainty sentence for every row). Evidence, replacements and
 /// authorizations of another attempt are decided one step at a time.

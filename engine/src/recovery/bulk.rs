@@ -17,7 +17,7 @@ use crate::store::bulk::{self as runs, NewRunRow, UnfinishedRun};
 use super::admit::required;
 use super::{Action, ActionError, Request};
 
-pub use crate::domain::actions::BULK_ACTIONS;
+pub use crate::domain::actions::{BULK_ACTIONS, BULK_MAX_ROWS};
 
 /// A run to create.
 #[derive(Debug, Clone)]
@@ -66,9 +66,9 @@ pub async fn create(pool: &PgPool, new: &NewRun<'_>) -> Result<Uuid, BulkError> 
     if new.rows.is_empty() {
         return Err(BulkError::Invalid("No rows were selected.".into()));
     }
-    if new.rows.len() > MAX_ROWS {
+    if new.rows.len() > BULK_MAX_ROWS {
         return Err(BulkError::Invalid(format!(
-            "A run takes at most {MAX_ROWS} rows; narrow the filter."
+            "A run takes at most {BULK_MAX_ROWS} rows; narrow the filter."
         )));
     }
     if !(1..=100).contains(&new.rate_per_sec) {
@@ -101,9 +101,6 @@ pub async fn create(pool: &PgPool, new: &NewRun<'_>) -> Result<Uuid, BulkError> 
     tx.commit().await?;
     Ok(id)
 }
-
-/// The most rows one run takes.
-pub const MAX_ROWS: usize = 10_000;
 
 /// The most runs going at once, across all operators: each runs in the server's own tasks.
 pub const MAX_UNFINISHED_RUNS: usize = 8;
