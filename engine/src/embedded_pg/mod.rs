@@ -100,8 +100,13 @@ impl PgBinaries {
         Ok(Self { dir })
     }
 
-    fn tool(&self, name: &str) -> PathBuf {
+    /// The path of one of these programs (`initdb`, `pg_ctl`, `pg_dump`, …).
+    pub fn program(&self, name: &str) -> PathBuf {
         self.dir.join(name)
+    }
+
+    fn tool(&self, name: &str) -> PathBuf {
+        self.program(name)
     }
 }
 
