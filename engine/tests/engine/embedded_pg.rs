@@ -89,6 +89,10 @@ async fn a_second_process_joins_the_running_cluster_and_leaves_it_running() {
         .unwrap();
     assert!(!joiner.owns_server());
     assert_eq!(joiner.port(), owner.port());
+    let conn = PgConnection::connect(&joiner.url("postgres"))
+        .await
+        .expect("the joiner does not know the cluster's password");
+    conn.close().await.unwrap();
     joiner.stop().await.unwrap();
 
     let url = owner.ensure_database("z29c").await.unwrap();
