@@ -187,7 +187,9 @@ async fn db_exec(durable: bool, command: Vec<String>) -> anyhow::Result<ExitCode
         .prefix("z29c-db-")
         .tempdir()
         .context("creating a directory for the private cluster")?;
-    // The cluster may run as another user (when we are root); it must reach its directory.
+    // The cluster may run as another user (when we are root); it must reach its directory. The
+    // directory is this command's own; under a TMPDIR closed to that user the cluster is placed
+    // under /var/lib/z29c/clusters instead (engine::embedded_pg::place), and removed below.
     std::fs::set_permissions(
         dir.path(),
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
@@ -209,7 +211,7 @@ async fn db_exec(durable: bool, command: Vec<String>) -> anyhow::Result<ExitCode
         .status()
         .await
         .with_context(|| format!("running {program}"));
-    cluster.stop().await?;
+    cluster.stop_and_remove().await?;
     let code = status?.code().unwrap_or(1);
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
 }

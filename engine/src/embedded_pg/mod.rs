@@ -2,28 +2,39 @@
 //!
 //! Used when no `DATABASE_URL` is given (`z29c serve`, `make run`) and by `z29c db exec`, which
 //! gives the test suite one throwaway cluster per run. The cluster listens on a free loopback
-//! port only (no unix socket), trusts local connections, and is stopped with `pg_ctl stop -m
-//! fast` by [`EmbeddedPostgres::stop`] or, as a last resort, when the value is dropped.
+//! port only (no unix socket) and lets in only connections that give the `postgres` role's
+//! password (SCRAM): 256 random bits made at `initdb` and kept in `<data-dir>/z29c-password`,
+//! readable by the cluster's account alone (see [`auth`]); [`EmbeddedPostgres::url`] carries it.
+//! It is stopped with `pg_ctl stop -m fast` by [`EmbeddedPostgres::stop`] or, as a last resort,
+//! when the value is dropped.
 //!
 //! `initdb` refuses to run as root, so when Z29C runs as root the cluster runs as the `postgres`
 //! system user (created by Debian's PostgreSQL packages) and its data directory is owned by it.
+//! When that user cannot reach the directory asked for (a clone under `/root`), the cluster
+//! lives under [`RELOCATED_ROOT`] instead, and [`EmbeddedPostgres::data_dir`] says where (see
+//! [`place`]).
 //!
 //! Several `z29c` processes may use one data directory (say `z29c serve` and, meanwhile,
 //! `z29c token create`). The process holding `<data-dir>.lock` owns the server: it starts it
 //! and stops it. Another process finding the server running while the lock is held joins it
 //! and leaves it running; one finding it running with the lock free adopts a server whose
-//! owner was killed, and stops it when done.
+//! owner was killed, and stops it when done. Each reads the password from the data directory.
 
-use std::ffi::OsStr;
+pub mod auth;
+pub mod place;
+
+pub use auth::PASSWORD_FILE;
+pub use place::RELOCATED_ROOT;
+
 use std::net::{Ipv4Addr, TcpListener};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use nix::fcntl::{Flock, FlockArg};
-use nix::unistd::{Gid, Uid, User};
 use sqlx::{Connection, PgConnection};
-use tokio::process::Command;
+
+use auth::Password;
+use place::{RunAs, data_dir_error};
 
 /// The sentence shown when the machine has no PostgreSQL server binaries.
 pub const MISSING_BINARIES: &str = "No PostgreSQL server binaries (initdb, pg_ctl) were found on \
@@ -62,6 +73,12 @@ pub enum EmbeddedPgError {
     /// shutting down).
     #[error("another z29c process holds {0} but its PostgreSQL is not running; try again shortly")]
     Busy(String),
+    /// The cluster asks for a password but its password file is gone.
+    #[error(
+        "the private cluster asks for a password but its password file {0} is missing: restore \
+         it from a backup of the data directory"
+    )]
+    NoPassword(String),
     /// The cluster started but did not accept the connection Z29C needs.
     #[error("the private cluster started but refused a connection: {0}")]
     Connect(#[from] sqlx::Error),
@@ -100,8 +117,13 @@ impl PgBinaries {
         Ok(Self { dir })
     }
 
-    fn tool(&self, name: &str) -> PathBuf {
+    /// The path of one of these programs (`initdb`, `pg_ctl`, `pg_dump`, …).
+    pub fn program(&self, name: &str) -> PathBuf {
         self.dir.join(name)
+    }
+
+    fn tool(&self, name: &str) -> PathBuf {
+        self.program(name)
     }
 }
 
@@ -119,61 +141,6 @@ fn newest_debian_bin_dir() -> Option<PathBuf> {
     majors.pop().map(|(_, bin)| bin)
 }
 
-/// The account the cluster's processes run as.
-#[derive(Debug, Clone, Copy)]
-enum RunAs {
-    CurrentUser,
-    Other { uid: Uid, gid: Gid },
-}
-
-impl RunAs {
-    fn for_this_process() -> Result<Self, EmbeddedPgError> {
-        if !Uid::effective().is_root() {
-            return Ok(RunAs::CurrentUser);
-        }
-        let user = User::from_name("postgres")
-            .ok()
-            .flatten()
-            .ok_or(EmbeddedPgError::NoUnprivilegedUser)?;
-        Ok(RunAs::Other {
-            uid: user.uid,
-            gid: user.gid,
-        })
-    }
-
-    fn command(self, program: impl AsRef<OsStr>) -> Command {
-        let mut cmd = Command::new(program);
-        // initdb and postgres resolve the working directory; root's may be closed to them.
-        cmd.current_dir("/").kill_on_drop(true);
-        if let RunAs::Other { uid, gid } = self {
-            cmd.uid(uid.as_raw()).gid(gid.as_raw());
-        }
-        cmd
-    }
-
-    fn std_command(self, program: impl AsRef<OsStr>) -> std::process::Command {
-        use std::os::unix::process::CommandExt;
-        let mut cmd = std::process::Command::new(program);
-        cmd.current_dir("/");
-        if let RunAs::Other { uid, gid } = self {
-            cmd.uid(uid.as_raw()).gid(gid.as_raw());
-        }
-        cmd
-    }
-
-    fn own(self, path: &Path) -> Result<(), EmbeddedPgError> {
-        if let RunAs::Other { uid, gid } = self {
-            nix::unistd::chown(path, Some(uid), Some(gid)).map_err(|e| {
-                EmbeddedPgError::DataDir {
-                    path: path.display().to_string(),
-                    source: e.into(),
-                }
-            })?;
-        }
-        Ok(())
-    }
-}
-
 /// A running private cluster.
 #[derive(Debug)]
 pub struct EmbeddedPostgres {
@@ -181,35 +148,49 @@ pub struct EmbeddedPostgres {
     data_dir: PathBuf,
     port: u16,
     run_as: RunAs,
+    /// `None` only when joining a server an earlier Z29C started, which trusts every connection.
+    password: Option<Password>,
     /// Held while this process owns the server; `None` when it joined another's.
     owner: Option<Flock<std::fs::File>>,
 }
 
 impl EmbeddedPostgres {
-    /// Starts a cluster in `data_dir`, creating it with `initdb` when the directory holds none,
-    /// or joins the one another `z29c` process runs there (see the module documentation).
+    /// Starts a cluster in `data_dir` (or where [`place`] puts it), creating it with `initdb`
+    /// when the directory holds none, or joins the one another `z29c` process runs there (see
+    /// the module documentation).
     pub async fn start(
         data_dir: impl AsRef<Path>,
         durability: Durability,
     ) -> Result<Self, EmbeddedPgError> {
         let bins = PgBinaries::locate()?;
         let run_as = RunAs::for_this_process()?;
-        let data_dir = absolute(data_dir.as_ref())?;
+        let data_dir = place::data_dir_for(&absolute(data_dir.as_ref())?, run_as).await?;
         let owner = lock(&data_dir)?;
         let mut pg = Self {
             bins,
             data_dir,
             port: 0,
             run_as,
+            password: None,
             owner,
         };
         let running = pg.data_dir.join("PG_VERSION").is_file()
             && pg.pg_ctl(&["status"]).await?.status.success();
         match (running, pg.owner.is_some()) {
-            (true, joined_or_adopted) => {
+            (true, true) => {
                 pg.port = pg.running_port()?;
-                if joined_or_adopted {
-                    tracing::info!(data_dir = %pg.data_dir.display(), "adopting a server whose owner is gone");
+                tracing::info!(data_dir = %pg.data_dir.display(), "adopting a server whose owner is gone");
+                pg.secure().await?;
+            }
+            (true, false) => {
+                pg.port = pg.running_port()?;
+                pg.password = Password::read(&pg.data_dir)?;
+                if pg.password.is_none() {
+                    tracing::warn!(
+                        data_dir = %pg.data_dir.display(),
+                        "joining a server started by an earlier Z29C, which trusts every local \
+                         connection until a process owning it starts it again"
+                    );
                 }
             }
             (false, true) => {
@@ -218,6 +199,7 @@ impl EmbeddedPostgres {
                 }
                 pg.port = free_loopback_port()?;
                 pg.start_server(durability).await?;
+                pg.secure().await?;
             }
             (false, false) => {
                 return Err(EmbeddedPgError::Busy(
@@ -247,36 +229,6 @@ impl EmbeddedPostgres {
     /// Whether this process owns (and will stop) the server.
     pub fn owns_server(&self) -> bool {
         self.owner.is_some()
-    }
-
-    async fn init(&self) -> Result<(), EmbeddedPgError> {
-        let prepare = |path: &Path| -> Result<(), EmbeddedPgError> {
-            std::fs::create_dir_all(path)
-                .and_then(|()| {
-                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
-                })
-                .map_err(|source| EmbeddedPgError::DataDir {
-                    path: path.display().to_string(),
-                    source,
-                })
-        };
-        prepare(&self.data_dir)?;
-        self.run_as.own(&self.data_dir)?;
-        let output = self
-            .run_as
-            .command(self.bins.tool("initdb"))
-            .arg("-D")
-            .arg(&self.data_dir)
-            .args([
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "--encoding=UTF8",
-                "--locale=C",
-            ])
-            .output()
-            .await?;
-        check("initdb", &self.data_dir, output)
     }
 
     async fn start_server(&self, durability: Durability) -> Result<(), EmbeddedPgError> {
@@ -346,9 +298,16 @@ impl EmbeddedPostgres {
         &self.data_dir
     }
 
-    /// A connection URL for `database` on this cluster.
+    /// A connection URL for `database` on this cluster, carrying the cluster's password.
     pub fn url(&self, database: &str) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+        let port = self.port;
+        match &self.password {
+            Some(password) => format!(
+                "postgres://postgres:{}@127.0.0.1:{port}/{database}",
+                password.url_encoded()
+            ),
+            None => format!("postgres://postgres@127.0.0.1:{port}/{database}"),
+        }
     }
 
     /// Creates `database` unless it exists, and returns its URL.
@@ -377,6 +336,20 @@ impl EmbeddedPostgres {
             }
             None => Ok(()),
         }
+    }
+
+    /// Stops a throwaway cluster this process owns and deletes its data directory (wherever
+    /// [`place`] put it) and its lock file; a joined cluster is left to its owner.
+    pub async fn stop_and_remove(self) -> Result<(), EmbeddedPgError> {
+        let owned = self.owns_server();
+        let data_dir = self.data_dir.clone();
+        self.stop().await?;
+        if owned {
+            std::fs::remove_dir_all(&data_dir).map_err(|e| data_dir_error(&data_dir, e))?;
+            let lock = lock_path(&data_dir);
+            std::fs::remove_file(&lock).map_err(|e| data_dir_error(&lock, e))?;
+        }
+        Ok(())
     }
 }
 
