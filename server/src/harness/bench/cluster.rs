@@ -73,10 +73,11 @@ impl BenchDatabase {
             .await?)
     }
 
-    /// Stops the private cluster, if this process started one.
+    /// Stops the private cluster, if this process started one, and deletes it wherever it
+    /// was placed.
     pub async fn close(self) -> anyhow::Result<()> {
         if let Some((cluster, _dir)) = self.cluster {
-            cluster.stop().await?;
+            cluster.stop_and_remove().await?;
         }
         Ok(())
     }
