@@ -150,7 +150,13 @@ pub async fn standing(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Role>> {
 pub async fn list(pool: &PgPool, actor: Actor<'_>) -> sqlx::Result<Vec<Listed>> {
     let listed = store::list(pool).await?;
     let details = serde_json::json!({ "count": listed.len() });
-    audit(&mut *pool.acquire().await?, actor, "operator_listed", details).await?;
+    audit(
+        &mut *pool.acquire().await?,
+        actor,
+        "operator_listed",
+        details,
+    )
+    .await?;
     Ok(listed)
 }
 
@@ -180,7 +186,13 @@ async fn set_disabled(
     } else {
         "operator_enabled"
     };
-    audit(&mut tx, actor, action, serde_json::json!({ "username": username })).await?;
+    audit(
+        &mut tx,
+        actor,
+        action,
+        serde_json::json!({ "username": username }),
+    )
+    .await?;
     tx.commit().await?;
     Ok(())
 }
@@ -274,7 +286,10 @@ pub enum SignIn {
     /// Unknown name, disabled account or wrong password: one sentence for all three.
     Refused,
     /// Refused before any password was checked; the attempt may come back in `seconds`.
-    Throttled { by: ThrottledBy, seconds: i64 },
+    Throttled {
+        by: ThrottledBy,
+        seconds: i64,
+    },
 }
 
 impl SignIn {
@@ -336,7 +351,11 @@ pub async fn sign_in(
         let millis = (until - recent.now).num_milliseconds();
         if millis > 0 { (millis + 999) / 1000 } else { 0 }
     };
-    let by_name = left(recent.name_failures, FREE_FAILURES_PER_NAME, recent.name_last);
+    let by_name = left(
+        recent.name_failures,
+        FREE_FAILURES_PER_NAME,
+        recent.name_last,
+    );
     let by_address = left(
         recent.address_failures,
         FREE_FAILURES_PER_ADDRESS,
@@ -375,7 +394,13 @@ pub async fn sign_in(
             }),
         ),
     };
-    audit(&mut *pool.acquire().await?, Actor::Operator(actor), action, details).await?;
+    audit(
+        &mut *pool.acquire().await?,
+        Actor::Operator(actor),
+        action,
+        details,
+    )
+    .await?;
     Ok(outcome)
 }
 
@@ -401,7 +426,11 @@ pub mod form_token {
 
     /// Whether `sent` is a token this console issued within the last two hours.
     pub async fn verify(pool: &PgPool, sent: &str) -> sqlx::Result<bool> {
-        Ok(verify_at(&key(pool).await?, sent, chrono::Utc::now().timestamp()))
+        Ok(verify_at(
+            &key(pool).await?,
+            sent,
+            chrono::Utc::now().timestamp(),
+        ))
     }
 
     async fn key(pool: &PgPool) -> sqlx::Result<Vec<u8>> {
@@ -418,7 +447,10 @@ pub mod form_token {
 
     /// Whether `sent` was issued under `key` no more than [`MAX_AGE_SECONDS`] before `now`.
     pub fn verify_at(key: &[u8], sent: &str, now: i64) -> bool {
-        let Some(issued) = sent.split_once('.').and_then(|(t, _)| t.parse::<i64>().ok()) else {
+        let Some(issued) = sent
+            .split_once('.')
+            .and_then(|(t, _)| t.parse::<i64>().ok())
+        else {
             return false;
         };
         let fresh = issued <= now + SKEW_SECONDS && now - issued <= MAX_AGE_SECONDS;

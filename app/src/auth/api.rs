@@ -51,8 +51,8 @@ pub(crate) mod session {
         };
         let now = chrono::Utc::now().timestamp();
         let signed_in_at = session.get::<i64>(SIGNED_IN_AT).await.map_err(internal)?;
-        let fresh = signed_in_at
-            .is_some_and(|at| at <= now && now - at < SESSION_LIFETIME_HOURS * 60 * 60);
+        let fresh =
+            signed_in_at.is_some_and(|at| at <= now && now - at < SESSION_LIFETIME_HOURS * 60 * 60);
         let role = if fresh {
             engine::operators::standing(&pool()?, who.id).await?
         } else {
@@ -153,7 +153,8 @@ pub(crate) mod session {
         if matches!(site, Some("cross-site" | "same-site")) {
             return Err(expired());
         }
-        if carries_session_token(session, sent).await? || form_token::verify(&pool()?, sent).await? {
+        if carries_session_token(session, sent).await? || form_token::verify(&pool()?, sent).await?
+        {
             return Ok(());
         }
         Err(expired())

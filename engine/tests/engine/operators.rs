@@ -65,9 +65,14 @@ async fn usernames_are_unique_and_well_formed(pool: PgPool) {
 async fn an_unknown_name_and_a_wrong_password_each_run_exactly_one_verification(pool: PgPool) {
     let password = operators::add(&pool, "ada", Role::Viewer).await.unwrap();
     assert_eq!(password.len(), 32, "128 bits as hex: {password}");
-    assert!(password.chars().all(|c| c.is_ascii_hexdigit()), "{password}");
+    assert!(
+        password.chars().all(|c| c.is_ascii_hexdigit()),
+        "{password}"
+    );
     // The first check of the process hashes the dummy that unknown names are checked against.
-    operators::authenticate(&pool, "ada", "warm-up").await.unwrap();
+    operators::authenticate(&pool, "ada", "warm-up")
+        .await
+        .unwrap();
     for (name, guess) in [
         ("nobody", "guess"),
         ("ada", "guess"),
@@ -119,7 +124,9 @@ async fn twenty_failures_from_one_address_make_every_name_wait_there_but_not_els
     let password = operators::add(&pool, "ada", Role::Viewer).await.unwrap();
     for n in 0..20 {
         let name = format!("guess-{n}");
-        let outcome = operators::sign_in(&pool, &name, "x", "192.0.2.7").await.unwrap();
+        let outcome = operators::sign_in(&pool, &name, "x", "192.0.2.7")
+            .await
+            .unwrap();
         assert_eq!(outcome, SignIn::Refused, "{name}");
     }
     let throttled = operators::sign_in(&pool, "ada", &password, "192.0.2.7")
@@ -136,7 +143,10 @@ async fn twenty_failures_from_one_address_make_every_name_wait_there_but_not_els
         let outcome = operators::sign_in(&pool, "ada", &password, address)
             .await
             .unwrap();
-        assert!(matches!(outcome, SignIn::SignedIn(_)), "{address}: {outcome:?}");
+        assert!(
+            matches!(outcome, SignIn::SignedIn(_)),
+            "{address}: {outcome:?}"
+        );
     }
     let recorded: Vec<(bool, i64)> = sqlx::query_as(
         "select succeeded, count(*) from sign_in_attempt group by succeeded order by succeeded",
@@ -202,12 +212,11 @@ async fn accounts_are_disabled_enabled_given_roles_and_new_passwords_each_audite
         assert!(matches!(missing, Some(OperatorError::NotFound(_))));
     }
 
-    let audited: Vec<(String, String, String, serde_json::Value)> = sqlx::query_as(
-        "select actor, actor_kind, action, details from audit order by id",
-    )
-    .fetch_all(&pool)
-    .await
-    .unwrap();
+    let audited: Vec<(String, String, String, serde_json::Value)> =
+        sqlx::query_as("select actor, actor_kind, action, details from audit order by id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
     let actions: Vec<&str> = audited.iter().map(|(_, _, a, _)| a.as_str()).collect();
     assert_eq!(
         actions,
@@ -219,7 +228,11 @@ async fn accounts_are_disabled_enabled_given_roles_and_new_passwords_each_audite
             "operator_password_reset"
         ]
     );
-    assert!(audited.iter().all(|(a, k, _, _)| (a.as_str(), k.as_str()) == ("cli", "engine")));
+    assert!(
+        audited
+            .iter()
+            .all(|(a, k, _, _)| (a.as_str(), k.as_str()) == ("cli", "engine"))
+    );
     assert_eq!(
         audited[3].3,
         serde_json::json!({"username": "ada", "from": "approver", "to": "viewer"})

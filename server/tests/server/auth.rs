@@ -42,7 +42,10 @@ async fn signed_in_as(pool: &PgPool, name: &str, role: Role) -> Browser {
     let password = engine::operators::add(pool, name, role).await.unwrap();
     let mut browser = browser(pool);
     let (status, body) = sign_in(&mut browser, name, &password).await;
-    assert!(status.is_success() || status.is_redirection(), "{status}: {body}");
+    assert!(
+        status.is_success() || status.is_redirection(),
+        "{status}: {body}"
+    );
     browser
 }
 
@@ -54,7 +57,12 @@ async fn session_rows(pool: &PgPool) -> i64 {
 }
 
 /// Posts `verb` on `step` with the token of the page `browser` drew last.
-async fn act(browser: &mut Browser, action: &str, step: uuid::Uuid, csrf: &str) -> (StatusCode, String) {
+async fn act(
+    browser: &mut Browser,
+    action: &str,
+    step: uuid::Uuid,
+    csrf: &str,
+) -> (StatusCode, String) {
     let version = {
         let mut conn = browser.pool.acquire().await.unwrap();
         engine::store::action::read_facts(&mut conn, step)
@@ -80,7 +88,9 @@ async fn act(browser: &mut Browser, action: &str, step: uuid::Uuid, csrf: &str) 
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn thirty_wrong_passwords_in_a_row_are_throttled_and_the_right_one_then_waits(pool: PgPool) {
-    let password = engine::operators::add(&pool, "ada", Role::Approver).await.unwrap();
+    let password = engine::operators::add(&pool, "ada", Role::Approver)
+        .await
+        .unwrap();
     let mut attacker = browser(&pool);
     let (_, verifications_before) = engine::operators::argon2_runs();
     let mut statuses = Vec::new();
@@ -95,7 +105,9 @@ async fn thirty_wrong_passwords_in_a_row_are_throttled_and_the_right_one_then_wa
         "{statuses:?}"
     );
     assert!(
-        statuses[5..].iter().all(|s| *s == StatusCode::TOO_MANY_REQUESTS),
+        statuses[5..]
+            .iter()
+            .all(|s| *s == StatusCode::TOO_MANY_REQUESTS),
         "{statuses:?}"
     );
     assert!(
@@ -110,7 +122,11 @@ async fn thirty_wrong_passwords_in_a_row_are_throttled_and_the_right_one_then_wa
         body.contains("Too many failed sign-ins for this account; try again in 15 minutes."),
         "{body}"
     );
-    assert_eq!(session_rows(&pool).await, 0, "the refused owner has no session");
+    assert_eq!(
+        session_rows(&pool).await,
+        0,
+        "the refused owner has no session"
+    );
     let (_, verifications_after) = engine::operators::argon2_runs();
     assert_eq!(
         verifications_after - verifications_before,
@@ -121,7 +137,9 @@ async fn thirty_wrong_passwords_in_a_row_are_throttled_and_the_right_one_then_wa
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn failed_sign_ins_are_audited_with_the_name_as_typed_and_why(pool: PgPool) {
-    engine::operators::add(&pool, "ada", Role::Viewer).await.unwrap();
+    engine::operators::add(&pool, "ada", Role::Viewer)
+        .await
+        .unwrap();
     let mut visitor = browser(&pool);
     let (status, _) = sign_in(&mut visitor, "  Nobody Here ", "x").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
@@ -188,7 +206,10 @@ async fn a_lowered_role_loses_its_forms_and_its_posts_are_refused(pool: PgPool) 
         !page.contains(r#"action="/fn/act_on_step"#),
         "a viewer's page draws no action form"
     );
-    assert!(page.contains("(viewer)"), "the header shows the current role");
+    assert!(
+        page.contains("(viewer)"),
+        "the header shows the current role"
+    );
     let csrf = input_value(&page, "csrf");
     let (status, body) = act(&mut ada, &action, step, &csrf).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
@@ -232,7 +253,9 @@ async fn an_anonymous_visit_to_the_sign_in_page_stores_no_session(pool: PgPool) 
     assert_eq!(session_rows(&pool).await, 0);
     assert_eq!(visitor.cookie, None, "no cookie either");
 
-    let password = engine::operators::add(&pool, "ada", Role::Viewer).await.unwrap();
+    let password = engine::operators::add(&pool, "ada", Role::Viewer)
+        .await
+        .unwrap();
     let (_, page) = visitor.get("/sign-in").await;
     let action = form_action(&page, "sign_in");
     let csrf = input_value(&page, "csrf");
@@ -240,7 +263,11 @@ async fn an_anonymous_visit_to_the_sign_in_page_stores_no_session(pool: PgPool) 
         let (status, body) = visitor
             .post(
                 &action,
-                &[("username", "ada"), ("password", &password), ("csrf", &forged)],
+                &[
+                    ("username", "ada"),
+                    ("password", &password),
+                    ("csrf", &forged),
+                ],
             )
             .await;
         assert_eq!(status, StatusCode::CONFLICT, "{forged}: {body}");
@@ -248,10 +275,17 @@ async fn an_anonymous_visit_to_the_sign_in_page_stores_no_session(pool: PgPool) 
     let (status, body) = visitor
         .post(
             &action,
-            &[("username", "ada"), ("password", &password), ("csrf", &csrf)],
+            &[
+                ("username", "ada"),
+                ("password", &password),
+                ("csrf", &csrf),
+            ],
         )
         .await;
-    assert!(status.is_success() || status.is_redirection(), "{status}: {body}");
+    assert!(
+        status.is_success() || status.is_redirection(),
+        "{status}: {body}"
+    );
     assert_eq!(session_rows(&pool).await, 1);
     let (_, home) = visitor.get("/").await;
     assert!(home.contains("Signed in as ada (viewer)"), "{home}");
@@ -259,7 +293,9 @@ async fn an_anonymous_visit_to_the_sign_in_page_stores_no_session(pool: PgPool) 
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn a_sign_in_posted_from_another_site_is_refused_even_with_a_valid_token(pool: PgPool) {
-    let password = engine::operators::add(&pool, "ada", Role::Viewer).await.unwrap();
+    let password = engine::operators::add(&pool, "ada", Role::Viewer)
+        .await
+        .unwrap();
     let mut visitor = browser(&pool);
     let (_, page) = visitor.get("/sign-in").await;
     let action = form_action(&page, "sign_in");
@@ -268,7 +304,10 @@ async fn a_sign_in_posted_from_another_site_is_refused_even_with_a_valid_token(p
     let (status, answer) = visitor
         .send(
             http::Request::post(&action)
-                .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .header(
+                    http::header::CONTENT_TYPE,
+                    "application/x-www-form-urlencoded",
+                )
                 .header(http::header::ACCEPT, "application/json")
                 .header("sec-fetch-site", "cross-site"),
             axum::body::Body::from(body),

@@ -17,7 +17,11 @@ pub(crate) struct Browser {
 }
 
 impl Browser {
-    pub(crate) async fn send(&mut self, request: http::request::Builder, body: Body) -> (StatusCode, String) {
+    pub(crate) async fn send(
+        &mut self,
+        request: http::request::Builder,
+        body: Body,
+    ) -> (StatusCode, String) {
         let request = match &self.cookie {
             Some(cookie) => request.header(header::COOKIE, cookie),
             None => request,
