@@ -19,6 +19,9 @@ pub enum ConsoleError {
     /// The signed-in person's role does not allow this; `reason` names the role it needs.
     #[error("{reason}")]
     Forbidden { reason: String },
+    /// Too many failed attempts (sign-in throttling): wait, then try again.
+    #[error("{reason}")]
+    Throttled { reason: String },
     /// Someone else changed the thing first, or the page was stale.
     #[error("{reason}")]
     Conflict { reason: String },
@@ -70,6 +73,7 @@ impl ConsoleError {
                 http::StatusCode::FORBIDDEN
             }
             ConsoleError::Conflict { .. } => http::StatusCode::CONFLICT,
+            ConsoleError::Throttled { .. } => http::StatusCode::TOO_MANY_REQUESTS,
             ConsoleError::Invalid { .. } => http::StatusCode::UNPROCESSABLE_ENTITY,
             ConsoleError::Internal | ConsoleError::Transport(_) => {
                 http::StatusCode::INTERNAL_SERVER_ERROR

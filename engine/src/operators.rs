@@ -1,14 +1,22 @@
-//! People who use the recovery console: accounts with a role, passwords stored as argon2 hashes.
+//! People who use the recovery console: accounts with a role, passwords stored as argon2 hashes,
+//! sign-in with throttling, and the account commands behind `z29c user`.
+
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use argon2::Argon2;
-use argon2::password_hash::rand_core::OsRng;
+use argon2::password_hash::rand_core::{OsRng, RngCore};
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
+use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 use crate::domain::Role;
+use crate::store::journal::{self, Actor, AuditEntry};
 use crate::store::operator as store;
+
+pub use crate::store::operator::Listed;
 
 /// A signed-in person, as the console knows them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -18,7 +26,7 @@ pub struct Operator {
     pub role: Role,
 }
 
-/// Why an account could not be created.
+/// Why an account could not be created or changed.
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorError {
     #[error(
@@ -27,28 +35,74 @@ pub enum OperatorError {
     BadUsername,
     #[error("an operator named `{0}` exists already")]
     Exists(String),
+    #[error("no operator is named `{0}`")]
+    NotFound(String),
     #[error(transparent)]
-    Sqlx(sqlx::Error),
+    Sqlx(#[from] sqlx::Error),
 }
 
-impl From<sqlx::Error> for OperatorError {
-    fn from(error: sqlx::Error) -> Self {
-        OperatorError::Sqlx(error)
-    }
+/// How many Argon2 runs (hashes or verifications) may go on at once in this process: each takes
+/// about 19 MiB and a core, so a burst of sign-ins queues here instead of starving the runtime.
+pub const ARGON2_CONCURRENCY: usize = 2;
+static ARGON2_PERMITS: Semaphore = Semaphore::const_new(ARGON2_CONCURRENCY);
+static HASHES: AtomicU64 = AtomicU64::new(0);
+static VERIFICATIONS: AtomicU64 = AtomicU64::new(0);
+
+/// Argon2 runs of this process so far: `(hashes, verifications)`. Tests read it to show that
+/// every sign-in does the same work, and that a throttled one does none.
+pub fn argon2_runs() -> (u64, u64) {
+    (
+        HASHES.load(Ordering::Relaxed),
+        VERIFICATIONS.load(Ordering::Relaxed),
+    )
 }
 
-fn hash(password: &str) -> String {
+/// What an unknown (or disabled) name's password is checked against, so that it costs exactly
+/// what a wrong password costs: one verification with the same parameters. Hashed once per
+/// process, on the first check of any name.
+static DUMMY_HASH: LazyLock<String> = LazyLock::new(|| hash_now("z29c: no such operator"));
+
+fn hash_now(password: &str) -> String {
+    HASHES.fetch_add(1, Ordering::Relaxed);
     Argon2::default()
         .hash_password(password.as_bytes(), &SaltString::generate(&mut OsRng))
         .expect("argon2 hashes any password")
         .to_string()
 }
 
-/// A fresh password: 24 random characters from a UUID v4 pair (122 bits of entropy each).
+/// Runs `work` on the blocking pool once a permit is free; `None` if it panicked.
+async fn in_argon2_pool<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let _permit = ARGON2_PERMITS.acquire().await.ok()?;
+    tokio::task::spawn_blocking(work).await.ok()
+}
+
+async fn hash(password: String) -> String {
+    in_argon2_pool(move || hash_now(&password))
+        .await
+        .expect("argon2 hashes any password")
+}
+
+/// Whether `password` matches `stored`, or, for no account, one verification against the dummy.
+async fn verify(stored: Option<String>, password: &str) -> bool {
+    let password = password.to_owned();
+    in_argon2_pool(move || {
+        let stored = stored.as_deref().unwrap_or(DUMMY_HASH.as_str());
+        VERIFICATIONS.fetch_add(1, Ordering::Relaxed);
+        PasswordHash::new(stored).is_ok_and(|parsed| {
+            Argon2::default()
+                .verify_password(password.as_bytes(), &parsed)
+                .is_ok()
+        })
+    })
+    .await
+    .unwrap_or(false)
+}
+
+/// A fresh password: 32 hex characters, 128 bits from the operating system's random source.
 fn generate_password() -> String {
-    let mut password = Uuid::new_v4().simple().to_string();
-    password.truncate(24);
-    password
+    let mut bytes = [0u8; 16];
+    OsRng.fill_bytes(&mut bytes);
+    hex::encode(bytes)
 }
 
 /// Creates `username` with `role`; returns the password, which is shown once and not stored.
@@ -63,40 +117,368 @@ pub async fn add(pool: &PgPool, username: &str, role: Role) -> Result<String, Op
         return Err(OperatorError::BadUsername);
     }
     let password = generate_password();
-    let inserted = store::insert(pool, username, &hash(&password), role).await?;
+    let hashed = hash(password.clone()).await;
+    let inserted = store::insert(&mut *pool.acquire().await?, username, &hashed, role).await?;
     if !inserted {
         return Err(OperatorError::Exists(username.to_owned()));
     }
     Ok(password)
 }
 
-/// The operator whose username and password these are, if any (and not disabled).
+/// The operator whose username and password these are, if any (and not disabled). Whatever the
+/// name, this runs exactly one Argon2 verification.
 pub async fn authenticate(
     pool: &PgPool,
     username: &str,
     password: &str,
 ) -> sqlx::Result<Option<Operator>> {
     let row = store::enabled(pool, username).await?;
-    // Verify against some hash either way, so an unknown name takes as long as a wrong password.
-    let stored = row
-        .as_ref()
-        .map(|r| r.password_hash.clone())
-        .unwrap_or_else(|| hash("no such operator"));
-    let verified = tokio::task::spawn_blocking({
-        let password = password.to_owned();
-        move || {
-            PasswordHash::new(&stored).is_ok_and(|parsed| {
-                Argon2::default()
-                    .verify_password(password.as_bytes(), &parsed)
-                    .is_ok()
-            })
-        }
-    })
-    .await
-    .unwrap_or(false);
+    let verified = verify(row.as_ref().map(|r| r.password_hash.clone()), password).await;
     Ok(row.filter(|_| verified).map(|r| Operator {
         id: r.id,
         username: r.username,
         role: r.role,
     }))
+}
+
+/// The current role of operator `id`, or `None` once the account is disabled or gone.
+pub async fn standing(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Role>> {
+    store::standing(pool, id).await
+}
+
+/// Every account, by name (the listing is audited as `operator_listed`).
+pub async fn list(pool: &PgPool, actor: Actor<'_>) -> sqlx::Result<Vec<Listed>> {
+    let listed = store::list(pool).await?;
+    let details = serde_json::json!({ "count": listed.len() });
+    audit(
+        &mut *pool.acquire().await?,
+        actor,
+        "operator_listed",
+        details,
+    )
+    .await?;
+    Ok(listed)
+}
+
+/// Disables `username`: nothing is deleted, and their open sessions are signed out on their
+/// next request (the console re-reads the account on each one).
+pub async fn disable(pool: &PgPool, username: &str, actor: Actor<'_>) -> Result<(), OperatorError> {
+    set_disabled(pool, username, true, actor).await
+}
+
+/// Enables `username` again.
+pub async fn enable(pool: &PgPool, username: &str, actor: Actor<'_>) -> Result<(), OperatorError> {
+    set_disabled(pool, username, false, actor).await
+}
+
+async fn set_disabled(
+    pool: &PgPool,
+    username: &str,
+    disabled: bool,
+    actor: Actor<'_>,
+) -> Result<(), OperatorError> {
+    let mut tx = pool.begin().await?;
+    if !store::set_disabled(&mut tx, username, disabled).await? {
+        return Err(OperatorError::NotFound(username.to_owned()));
+    }
+    let action = if disabled {
+        "operator_disabled"
+    } else {
+        "operator_enabled"
+    };
+    audit(
+        &mut tx,
+        actor,
+        action,
+        serde_json::json!({ "username": username }),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Gives `username` the role `role`, effective on their next request; the role they had.
+pub async fn set_role(
+    pool: &PgPool,
+    username: &str,
+    role: Role,
+    actor: Actor<'_>,
+) -> Result<Role, OperatorError> {
+    let mut tx = pool.begin().await?;
+    let Some(previous) = store::set_role(&mut tx, username, role).await? else {
+        return Err(OperatorError::NotFound(username.to_owned()));
+    };
+    let details = serde_json::json!({ "username": username, "from": previous, "to": role });
+    audit(&mut tx, actor, "operator_role_set", details).await?;
+    tx.commit().await?;
+    Ok(previous)
+}
+
+/// Gives `username` a new generated password; returns it, to be shown once.
+pub async fn reset_password(
+    pool: &PgPool,
+    username: &str,
+    actor: Actor<'_>,
+) -> Result<String, OperatorError> {
+    let password = generate_password();
+    let hashed = hash(password.clone()).await;
+    let mut tx = pool.begin().await?;
+    if !store::set_password_hash(&mut tx, username, &hashed).await? {
+        return Err(OperatorError::NotFound(username.to_owned()));
+    }
+    let details = serde_json::json!({ "username": username });
+    audit(&mut tx, actor, "operator_password_reset", details).await?;
+    tx.commit().await?;
+    Ok(password)
+}
+
+async fn audit(
+    conn: &mut sqlx::PgConnection,
+    actor: Actor<'_>,
+    action: &str,
+    details: serde_json::Value,
+) -> sqlx::Result<()> {
+    let entry = AuditEntry {
+        actor,
+        action,
+        workflow: None,
+        step: None,
+        reason: None,
+        details,
+    };
+    journal::audit(conn, &entry).await
+}
+
+/// The longest name kept from a sign-in attempt (throttled, recorded and audited as typed).
+pub const TYPED_NAME_LIMIT: usize = 64;
+/// Failures count towards throttling for this long.
+pub const FAILURE_WINDOW_SECONDS: i64 = 15 * 60;
+/// Failures for one name within the window before attempts must wait.
+pub const FREE_FAILURES_PER_NAME: i64 = 5;
+/// Failures from one address within the window before attempts must wait.
+pub const FREE_FAILURES_PER_ADDRESS: i64 = 20;
+/// The longest wait.
+pub const LONGEST_WAIT_SECONDS: i64 = 15 * 60;
+/// The address recorded when the server was not told the client's.
+pub const UNKNOWN_ADDRESS: &str = "unknown";
+
+/// How long an attempt must wait after `failures` failures within the window, `free` of which
+/// are allowed without waiting: `2^(failures - free)` seconds, at most [`LONGEST_WAIT_SECONDS`].
+pub fn wait_seconds(failures: i64, free: i64) -> i64 {
+    match failures - free {
+        n if n < 0 => 0,
+        n if n >= 10 => LONGEST_WAIT_SECONDS,
+        n => (1_i64 << n).min(LONGEST_WAIT_SECONDS),
+    }
+}
+
+/// Whose failures made an attempt wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThrottledBy {
+    Account,
+    Address,
+}
+
+/// How a sign-in attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignIn {
+    SignedIn(Operator),
+    /// Unknown name, disabled account or wrong password: one sentence for all three.
+    Refused,
+    /// Refused before any password was checked; the attempt may come back in `seconds`.
+    Throttled {
+        by: ThrottledBy,
+        seconds: i64,
+    },
+}
+
+impl SignIn {
+    /// The sentence a person reads when the attempt was refused.
+    pub fn refusal(&self) -> Option<String> {
+        match self {
+            SignIn::SignedIn(_) => None,
+            SignIn::Refused => Some("Unknown username or wrong password.".into()),
+            SignIn::Throttled { by, seconds } => {
+                let whose = match by {
+                    ThrottledBy::Account => "for this account",
+                    ThrottledBy::Address => "from this address",
+                };
+                let when = match *seconds {
+                    1 => "1 second".to_owned(),
+                    s if s < 120 => format!("{s} seconds"),
+                    s => format!("{} minutes", (s + 59) / 60),
+                };
+                Some(format!(
+                    "Too many failed sign-ins {whose}; try again in {when}."
+                ))
+            }
+        }
+    }
+}
+
+/// Signs in `typed` (trimmed, cut to [`TYPED_NAME_LIMIT`] characters) from `address`, throttled.
+///
+/// The rule: failures count for 15 minutes. After 5 failures within them for a name (or 20
+/// from an address), each further attempt must wait `2^(n - 5)` seconds (`2^(n - 20)` for an
+/// address) since the last of those `n` failures, at most 15 minutes. An attempt inside the wait
+/// is refused without running Argon2, and counts as a failure itself, so hammering lengthens the
+/// wait. Every attempt is recorded, as a failure until its password matches, in the database, so
+/// several server processes agree; a success is recorded and clears nothing. An address counts
+/// only when it is known: when the server was not told it ([`UNKNOWN_ADDRESS`]) only the name's
+/// rule applies, so that no one can lock everyone out. Failures are audited as
+/// `sign_in_failed` (the name as typed, the address, `unknown_or_wrong` or `throttled`),
+/// successes as `sign_in`.
+pub async fn sign_in(
+    pool: &PgPool,
+    typed: &str,
+    password: &str,
+    address: &str,
+) -> sqlx::Result<SignIn> {
+    let typed: String = typed.trim().chars().take(TYPED_NAME_LIMIT).collect();
+    let address: String = address.chars().take(TYPED_NAME_LIMIT).collect();
+    let known_address = (address != UNKNOWN_ADDRESS).then_some(address.as_str());
+    let recent = crate::store::sign_in::record(
+        pool,
+        &typed,
+        &address,
+        known_address,
+        FAILURE_WINDOW_SECONDS,
+    )
+    .await?;
+    let left = |failures, free, last: Option<chrono::DateTime<chrono::Utc>>| {
+        let Some(last) = last else { return 0 };
+        let until = last + chrono::Duration::seconds(wait_seconds(failures, free));
+        let millis = (until - recent.now).num_milliseconds();
+        if millis > 0 { (millis + 999) / 1000 } else { 0 }
+    };
+    let by_name = left(
+        recent.name_failures,
+        FREE_FAILURES_PER_NAME,
+        recent.name_last,
+    );
+    let by_address = left(
+        recent.address_failures,
+        FREE_FAILURES_PER_ADDRESS,
+        recent.address_last,
+    );
+    let outcome = if by_name > 0 || by_address > 0 {
+        SignIn::Throttled {
+            by: if by_name >= by_address {
+                ThrottledBy::Account
+            } else {
+                ThrottledBy::Address
+            },
+            seconds: by_name.max(by_address),
+        }
+    } else {
+        match authenticate(pool, &typed, password).await? {
+            Some(operator) => {
+                crate::store::sign_in::succeeded(pool, recent.id).await?;
+                SignIn::SignedIn(operator)
+            }
+            None => SignIn::Refused,
+        }
+    };
+    let (actor, action, details) = match &outcome {
+        SignIn::SignedIn(operator) => (
+            operator.username.as_str(),
+            "sign_in",
+            serde_json::json!({ "role": operator.role, "address": address }),
+        ),
+        SignIn::Refused | SignIn::Throttled { .. } => (
+            typed.as_str(),
+            "sign_in_failed",
+            serde_json::json!({
+                "address": address,
+                "reason": if outcome == SignIn::Refused { "unknown_or_wrong" } else { "throttled" },
+            }),
+        ),
+    };
+    audit(
+        &mut *pool.acquire().await?,
+        Actor::Operator(actor),
+        action,
+        details,
+    )
+    .await?;
+    Ok(outcome)
+}
+
+/// The sign-in form's token for visitors who have no session: stateless, so an anonymous visit
+/// stores nothing. It is `ISSUED.MAC`, the issue time (Unix seconds) and HMAC-SHA256 over it
+/// under a key kept in the database (`sign_in_key`, shared by every server process), accepted
+/// for [`form_token::MAX_AGE_SECONDS`]. Once signed in, forms carry the session's own token.
+pub mod form_token {
+    use argon2::password_hash::rand_core::{OsRng, RngCore};
+    use sha2::{Digest, Sha256};
+    use sqlx::PgPool;
+
+    /// How long a sign-in form may stay open before it must be reloaded.
+    pub const MAX_AGE_SECONDS: i64 = 2 * 60 * 60;
+    /// How far ahead of this process's clock another process's token may be dated.
+    const SKEW_SECONDS: i64 = 60;
+    const PURPOSE: &[u8] = b"z29c sign-in form ";
+
+    /// A token issued now.
+    pub async fn issue(pool: &PgPool) -> sqlx::Result<String> {
+        Ok(issue_at(&key(pool).await?, chrono::Utc::now().timestamp()))
+    }
+
+    /// Whether `sent` is a token this console issued within the last two hours.
+    pub async fn verify(pool: &PgPool, sent: &str) -> sqlx::Result<bool> {
+        Ok(verify_at(
+            &key(pool).await?,
+            sent,
+            chrono::Utc::now().timestamp(),
+        ))
+    }
+
+    async fn key(pool: &PgPool) -> sqlx::Result<Vec<u8>> {
+        let mut fresh = [0u8; 32];
+        OsRng.fill_bytes(&mut fresh);
+        crate::store::sign_in::form_key(pool, &fresh).await
+    }
+
+    /// The token issued at `issued` under `key`.
+    pub fn issue_at(key: &[u8], issued: i64) -> String {
+        let mac = hmac_sha256(key, &[PURPOSE, issued.to_string().as_bytes()].concat());
+        format!("{issued}.{}", hex::encode(mac))
+    }
+
+    /// Whether `sent` was issued under `key` no more than [`MAX_AGE_SECONDS`] before `now`.
+    pub fn verify_at(key: &[u8], sent: &str, now: i64) -> bool {
+        let Some(issued) = sent
+            .split_once('.')
+            .and_then(|(t, _)| t.parse::<i64>().ok())
+        else {
+            return false;
+        };
+        let fresh = issued <= now + SKEW_SECONDS && now - issued <= MAX_AGE_SECONDS;
+        fresh && same(issue_at(key, issued).as_bytes(), sent.as_bytes())
+    }
+
+    /// `a == b`, in a time that depends only on their lengths.
+    pub fn same(a: &[u8], b: &[u8]) -> bool {
+        let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+        a.len() == b.len() && std::hint::black_box(diff) == 0
+    }
+
+    /// HMAC-SHA256 (RFC 2104) of `message` under `key`.
+    pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+        let mut block = [0u8; 64];
+        if key.len() > block.len() {
+            block[..32].copy_from_slice(&Sha256::digest(key));
+        } else {
+            block[..key.len()].copy_from_slice(key);
+        }
+        let inner = Sha256::new()
+            .chain_update(block.map(|b| b ^ 0x36))
+            .chain_update(message)
+            .finalize();
+        Sha256::new()
+            .chain_update(block.map(|b| b ^ 0x5c))
+            .chain_update(inner)
+            .finalize()
+            .into()
+    }
 }

@@ -173,6 +173,35 @@ pub(crate) enum UserCommand {
         #[command(flatten)]
         database: DatabaseArgs,
     },
+    /// List operators: name, role, created, disabled.
+    List(DatabaseArgs),
+    /// Disable an operator: nothing is deleted, and their open sessions end on the next request.
+    Disable {
+        name: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Enable a disabled operator again.
+    Enable {
+        name: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Change an operator's role; open sessions follow on their next request.
+    SetRole {
+        name: String,
+        /// viewer, operator or approver.
+        #[arg(long)]
+        role: engine::domain::Role,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Give an operator a new generated password; it is printed once.
+    ResetPassword {
+        name: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -41,21 +41,7 @@ impl Cli {
                     Ok(ExitCode::SUCCESS)
                 }
                 Command::Adapter(command) => adapter(command).await.map(|()| ExitCode::SUCCESS),
-                Command::User(UserCommand::Add {
-                    name,
-                    role,
-                    database,
-                }) => {
-                    let db = Database::open(&database).await?;
-                    let added = engine::operators::add(&db.pool, &name, role).await;
-                    db.close().await?;
-                    let password = added?;
-                    println!("{password}");
-                    eprintln!(
-                        "operator `{name}` ({role:?}) created; the password is shown only now"
-                    );
-                    Ok(ExitCode::SUCCESS)
-                }
+                Command::User(command) => user(command).await.map(|()| ExitCode::SUCCESS),
                 Command::Check(args) => check(args).await,
                 Command::Migrate(args) => {
                     Database::open(&args).await?.close().await?;
@@ -129,6 +115,79 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `z29c user …`: each change, and each listing, is audited as done from the command line.
+async fn user(command: UserCommand) -> anyhow::Result<()> {
+    use engine::operators;
+    let cli = engine::store::journal::Actor::Engine("cli");
+    match command {
+        UserCommand::Add {
+            name,
+            role,
+            database,
+        } => {
+            let db = Database::open(&database).await?;
+            let added = operators::add(&db.pool, &name, role).await;
+            db.close().await?;
+            println!("{}", added?);
+            eprintln!("operator `{name}` ({role:?}) created; the password is shown only now");
+        }
+        UserCommand::List(database) => {
+            let db = Database::open(&database).await?;
+            let listed = operators::list(&db.pool, cli).await;
+            db.close().await?;
+            for a in listed? {
+                let disabled = a.disabled_at.map_or_else(
+                    || "enabled".to_owned(),
+                    |at| format!("disabled {}", at.format("%Y-%m-%d %H:%M UTC")),
+                );
+                let role = format!("{:?}", a.role).to_lowercase();
+                let created = a.created_at.format("%Y-%m-%d %H:%M UTC");
+                println!("{}\t{role}\tcreated {created}\t{disabled}", a.username);
+            }
+        }
+        UserCommand::Disable { name, database } => {
+            let db = Database::open(&database).await?;
+            let done = operators::disable(&db.pool, &name, cli).await;
+            db.close().await?;
+            done?;
+            println!("operator `{name}` disabled; their open sessions end on their next request");
+        }
+        UserCommand::Enable { name, database } => {
+            let db = Database::open(&database).await?;
+            let done = operators::enable(&db.pool, &name, cli).await;
+            db.close().await?;
+            done?;
+            println!("operator `{name}` enabled");
+        }
+        UserCommand::SetRole {
+            name,
+            role,
+            database,
+        } => {
+            let db = Database::open(&database).await?;
+            let done = operators::set_role(&db.pool, &name, role, cli).await;
+            db.close().await?;
+            let previous = done?;
+            println!(
+                "operator `{name}` is now {} (was {}), from their next request",
+                format!("{role:?}").to_lowercase(),
+                format!("{previous:?}").to_lowercase()
+            );
+        }
+        UserCommand::ResetPassword { name, database } => {
+            let db = Database::open(&database).await?;
+            let done = operators::reset_password(&db.pool, &name, cli).await;
+            db.close().await?;
+            println!("{}", done?);
+            eprintln!(
+                "operator `{name}` has a new password; it is shown only now (open sessions stay \
+                 signed in: `z29c user disable` ends them)"
+            );
+        }
+    }
+    Ok(())
 }
 
 async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {

@@ -5,19 +5,36 @@ use crate::error::ConsoleError;
 
 #[cfg(feature = "ssr")]
 pub(crate) mod session {
-    //! The session's contents: who is signed in, and the CSRF token forms must echo.
+    //! The session's contents: who is signed in, since when, and the CSRF token forms must echo.
+    //! A visitor who has not signed in has no session row: their sign-in form carries a
+    //! stateless token (`engine::operators::form_token`) instead.
 
-    use engine::operators::Operator;
+    use engine::operators::{Operator, form_token};
     use tower_sessions::Session;
 
     use crate::error::ConsoleError;
 
     const OPERATOR: &str = "operator";
     const CSRF: &str = "csrf";
+    /// When the session signed in (Unix seconds); tests write an old one to age a session.
+    pub const SIGNED_IN_AT: &str = "signed_in_at";
+    /// How long a session lasts from sign-in, however active (the idle expiry is shorter).
+    pub const SESSION_LIFETIME_HOURS: i64 = 12;
 
     fn internal(error: impl std::fmt::Display) -> ConsoleError {
         tracing::error!(%error, "session store error");
         ConsoleError::Internal
+    }
+
+    fn expired() -> ConsoleError {
+        ConsoleError::Conflict {
+            reason: "This form has expired or did not come from this console; reload the page and try again.".into(),
+        }
+        .answered()
+    }
+
+    fn pool() -> Result<sqlx::PgPool, ConsoleError> {
+        leptos::prelude::use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)
     }
 
     /// The request's session.
@@ -25,20 +42,45 @@ pub(crate) mod session {
         leptos_axum::extract::<Session>().await.map_err(internal)
     }
 
-    /// The signed-in operator, if any.
+    /// The signed-in operator with the role their account has now, if any. Each call re-reads
+    /// the account by id: a disabled or removed account, or a session older than
+    /// [`SESSION_LIFETIME_HOURS`], is signed out here (its session deleted).
     pub async fn operator(session: &Session) -> Result<Option<Operator>, ConsoleError> {
-        session.get(OPERATOR).await.map_err(internal)
+        let Some(mut who) = session.get::<Operator>(OPERATOR).await.map_err(internal)? else {
+            return Ok(None);
+        };
+        let now = chrono::Utc::now().timestamp();
+        let signed_in_at = session.get::<i64>(SIGNED_IN_AT).await.map_err(internal)?;
+        let fresh =
+            signed_in_at.is_some_and(|at| at <= now && now - at < SESSION_LIFETIME_HOURS * 60 * 60);
+        let role = if fresh {
+            engine::operators::standing(&pool()?, who.id).await?
+        } else {
+            None
+        };
+        match role {
+            Some(role) => {
+                who.role = role;
+                Ok(Some(who))
+            }
+            None => {
+                session.flush().await.map_err(internal)?;
+                Ok(None)
+            }
+        }
     }
 
     /// Signs `operator` in under a new session id (no fixation) and a new CSRF token.
     pub async fn sign_in(session: &Session, operator: &Operator) -> Result<(), ConsoleError> {
         session.cycle_id().await.map_err(internal)?;
         session.insert(OPERATOR, operator).await.map_err(internal)?;
+        let now = chrono::Utc::now().timestamp();
+        session.insert(SIGNED_IN_AT, now).await.map_err(internal)?;
         session.remove::<String>(CSRF).await.map_err(internal)?;
         Ok(())
     }
 
-    /// The session's CSRF token, created on first use.
+    /// The session's CSRF token, created on first use (pages call it once signed in).
     pub async fn csrf_token(session: &Session) -> Result<String, ConsoleError> {
         if let Some(token) = session.get::<String>(CSRF).await.map_err(internal)? {
             return Ok(token);
@@ -50,6 +92,15 @@ pub(crate) mod session {
         );
         session.insert(CSRF, &token).await.map_err(internal)?;
         Ok(token)
+    }
+
+    /// The token for the header's and the sign-in page's forms: the session's once signed in,
+    /// a stateless one (stored nowhere) before.
+    pub async fn form_token(session: &Session) -> Result<String, ConsoleError> {
+        if operator(session).await?.is_some() {
+            return csrf_token(session).await;
+        }
+        Ok(form_token::issue(&pool()?).await?)
     }
 
     const NOTICE: &str = "notice";
@@ -64,7 +115,7 @@ pub(crate) mod session {
         session.remove::<String>(NOTICE).await.map_err(internal)
     }
 
-    /// The signed-in operator, if their role is at least `role`; a refusal otherwise.
+    /// The signed-in operator, if their current role is at least `role`; a refusal otherwise.
     pub async fn require(role: engine::domain::Role) -> Result<Operator, ConsoleError> {
         let session = current().await?;
         match operator(&session).await? {
@@ -84,15 +135,49 @@ pub(crate) mod session {
         }
     }
 
-    /// Refuses a state-changing request whose form did not carry this session's token.
+    /// Refuses a state-changing request whose form did not carry this session's token
+    /// (compared in constant time).
     pub async fn check_csrf(session: &Session, sent: &str) -> Result<(), ConsoleError> {
-        match session.get::<String>(CSRF).await.map_err(internal)? {
-            Some(token) if !sent.is_empty() && token == sent => Ok(()),
-            _ => Err(ConsoleError::Conflict {
-                reason: "This form has expired or did not come from this console; reload the page and try again.".into(),
-            }
-            .answered()),
+        if carries_session_token(session, sent).await? {
+            return Ok(());
         }
+        Err(expired())
+    }
+
+    async fn carries_session_token(session: &Session, sent: &str) -> Result<bool, ConsoleError> {
+        let token = session.get::<String>(CSRF).await.map_err(internal)?;
+        Ok(token.is_some_and(|token| form_token::same(token.as_bytes(), sent.as_bytes())))
+    }
+
+    /// Refuses a sign-in whose form carried neither this session's token nor a fresh stateless
+    /// one, or that a browser says came from another site (a stateless token is not bound to
+    /// the browser, so a cross-site post could otherwise sign a victim in as the attacker).
+    pub async fn check_sign_in_csrf(session: &Session, sent: &str) -> Result<(), ConsoleError> {
+        let headers = leptos_axum::extract::<http::HeaderMap>()
+            .await
+            .map_err(internal)?;
+        let site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
+        if matches!(site, Some("cross-site" | "same-site")) {
+            return Err(expired());
+        }
+        if carries_session_token(session, sent).await? || form_token::verify(&pool()?, sent).await?
+        {
+            return Ok(());
+        }
+        Err(expired())
+    }
+
+    /// The client's IP address, or `unknown` when the server was not told it (a router driven
+    /// without connection info, as tests drive it).
+    pub async fn client_address() -> String {
+        // app has no direct axum dependency; this is axum's own ConnectInfo.
+        use leptos::server_fn::axum_export::extract::ConnectInfo;
+        leptos_axum::extract::<ConnectInfo<std::net::SocketAddr>>()
+            .await
+            .map_or_else(
+                |_| engine::operators::UNKNOWN_ADDRESS.to_owned(),
+                |ConnectInfo(address)| address.ip().to_string(),
+            )
     }
 }
 
@@ -106,43 +191,38 @@ pub async fn who_is_signed_in() -> Result<Option<CurrentOperator>, ConsoleError>
     }))
 }
 
-/// The token every form of this session carries.
+/// The token the header's and the sign-in page's forms carry.
 #[server(prefix = "/fn")]
 pub async fn csrf_token() -> Result<String, ConsoleError> {
-    session::csrf_token(&session::current().await?).await
+    session::form_token(&session::current().await?).await
 }
 
-/// Signs in with a username and password, then goes to the console.
+/// Signs in with a username and password (throttled: see `engine::operators::sign_in`), then
+/// goes to the console.
 #[server(prefix = "/fn")]
 pub async fn sign_in(username: String, password: String, csrf: String) -> Result<(), ConsoleError> {
-    use engine::store::journal::{self, Actor, AuditEntry};
+    use engine::operators::SignIn;
 
     let session = session::current().await?;
-    session::check_csrf(&session, &csrf).await?;
+    session::check_sign_in_csrf(&session, &csrf).await?;
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
-    let Some(operator) = engine::operators::authenticate(&pool, username.trim(), &password).await?
-    else {
-        return Err(ConsoleError::SignIn {
-            reason: "Unknown username or wrong password.".into(),
+    let address = session::client_address().await;
+    let outcome = engine::operators::sign_in(&pool, &username, &password, &address).await?;
+    let reason = outcome.refusal().unwrap_or_default();
+    match outcome {
+        SignIn::SignedIn(operator) => {
+            session::sign_in(&session, &operator).await?;
+            leptos_axum::redirect("/");
+            Ok(())
         }
-        .answered());
-    };
-    session::sign_in(&session, &operator).await?;
-    let mut conn = pool.acquire().await?;
-    journal::audit(
-        &mut conn,
-        &AuditEntry {
-            actor: Actor::Operator(&operator.username),
-            action: "sign_in",
-            workflow: None,
-            step: None,
-            reason: None,
-            details: serde_json::json!({ "role": operator.role }),
-        },
-    )
-    .await?;
-    leptos_axum::redirect("/");
-    Ok(())
+        SignIn::Refused => Err(ConsoleError::SignIn { reason }.answered()),
+        SignIn::Throttled { seconds, .. } => {
+            if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+                response.insert_header(http::header::RETRY_AFTER, http::HeaderValue::from(seconds));
+            }
+            Err(ConsoleError::Throttled { reason }.answered())
+        }
+    }
 }
 
 /// Ends the session.

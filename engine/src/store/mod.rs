@@ -22,6 +22,7 @@ pub mod replacement;
 pub mod request;
 pub mod restore;
 pub mod schema;
+pub mod sign_in;
 pub mod step;
 pub mod token;
 pub mod waiver;

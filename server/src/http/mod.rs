@@ -22,6 +22,9 @@ pub const SESSION_IDLE_HOURS: i64 = 8;
 
 /// Sessions in PostgreSQL (never in memory), behind an HTTP-only, same-site-strict cookie that
 /// is `Secure` unless `secure_cookies` is off (browsers accept it on http://127.0.0.1 too).
+/// A row is written only once someone signs in (anonymous visitors' forms carry a stateless
+/// token); besides this idle expiry, `app::auth` ends a session 12 hours after its sign-in and
+/// re-reads the account on every request.
 pub fn sessions(pool: &PgPool, secure_cookies: bool) -> SessionManagerLayer<PostgresStore> {
     SessionManagerLayer::new(PostgresStore::new(pool.clone()))
         .with_name("z29c_session")

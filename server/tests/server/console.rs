@@ -11,13 +11,17 @@ use crate::support::{app, fixture};
 use uuid::Uuid;
 
 /// A browser in miniature: one session cookie, carried from answer to answer.
-struct Browser {
-    pool: PgPool,
-    cookie: Option<String>,
+pub(crate) struct Browser {
+    pub(crate) pool: PgPool,
+    pub(crate) cookie: Option<String>,
 }
 
 impl Browser {
-    async fn send(&mut self, request: http::request::Builder, body: Body) -> (StatusCode, String) {
+    pub(crate) async fn send(
+        &mut self,
+        request: http::request::Builder,
+        body: Body,
+    ) -> (StatusCode, String) {
         let request = match &self.cookie {
             Some(cookie) => request.header(header::COOKIE, cookie),
             None => request,
@@ -37,12 +41,12 @@ impl Browser {
         (status, String::from_utf8(body.to_vec()).unwrap())
     }
 
-    async fn get(&mut self, uri: &str) -> (StatusCode, String) {
+    pub(crate) async fn get(&mut self, uri: &str) -> (StatusCode, String) {
         self.send(Request::get(uri), Body::empty()).await
     }
 
     /// Posts a form as the live page does (asking for JSON back).
-    async fn post(&mut self, uri: &str, form: &[(&str, &str)]) -> (StatusCode, String) {
+    pub(crate) async fn post(&mut self, uri: &str, form: &[(&str, &str)]) -> (StatusCode, String) {
         let body = form
             .iter()
             .map(|(k, v)| format!("{k}={}", engine::domain::identity::percent_encode(v)))
@@ -59,7 +63,7 @@ impl Browser {
 }
 
 /// The value of the first `<input name="{name}" value="…">` in `html`, in either order.
-fn input_value(html: &str, name: &str) -> String {
+pub(crate) fn input_value(html: &str, name: &str) -> String {
     let at = html
         .find(&format!(r#"name="{name}""#))
         .unwrap_or_else(|| panic!("no input {name}"));
@@ -71,7 +75,7 @@ fn input_value(html: &str, name: &str) -> String {
 }
 
 /// The `action` of the first form posting to a server function named `prefix…`.
-fn form_action(html: &str, prefix: &str) -> String {
+pub(crate) fn form_action(html: &str, prefix: &str) -> String {
     let at = html
         .find(&format!(r#"action="/fn/{prefix}"#))
         .unwrap_or_else(|| panic!("no form for {prefix}"));
@@ -80,7 +84,7 @@ fn form_action(html: &str, prefix: &str) -> String {
 }
 
 /// A signed-in session for a new operator with `role`.
-async fn signed_in(pool: &PgPool, role: engine::domain::Role) -> Browser {
+pub(crate) async fn signed_in(pool: &PgPool, role: engine::domain::Role) -> Browser {
     let name = format!(
         "{}-{}",
         format!("{role:?}").to_lowercase(),
@@ -112,7 +116,7 @@ async fn signed_in(pool: &PgPool, role: engine::domain::Role) -> Browser {
 }
 
 /// An opaque adapter, and one workflow whose delivery step waits for review.
-async fn step_under_review(pool: &PgPool) -> Uuid {
+pub(crate) async fn step_under_review(pool: &PgPool) -> Uuid {
     let contract =
         engine::adapter::contracts::declared(engine::domain::ContractKind::Opaque, 1_000, 0, false);
     engine::store::adapter::upsert(pool, "letters", "http://127.0.0.1:9", &contract)
@@ -145,7 +149,7 @@ async fn audit_count(pool: &PgPool, step: Uuid) -> i64 {
 }
 
 /// The action form's fields as the step page drew them for this session.
-async fn action_form(browser: &mut Browser, step: Uuid) -> (String, String, String) {
+pub(crate) async fn action_form(browser: &mut Browser, step: Uuid) -> (String, String, String) {
     let (status, page) = browser.get(&format!("/steps/{step}")).await;
     assert_eq!(status, StatusCode::OK);
     (

@@ -2,6 +2,7 @@
 //! each driven in-process through the router against its own fresh PostgreSQL database.
 
 mod api;
+mod auth;
 mod console;
 mod headers;
 mod http;

@@ -1,0 +1,318 @@
+//! Sign-in and sessions over HTTP: throttling, the audit of failures, sessions that follow the
+//! account (disabled, role lowered, too old), and no session row for anonymous visitors.
+
+use std::str::FromStr;
+
+use engine::domain::Role;
+use engine::store::journal::Actor;
+use http::StatusCode;
+use sqlx::PgPool;
+use tower_sessions::SessionStore;
+use tower_sessions_sqlx_store::PostgresStore;
+
+use crate::console::{Browser, action_form, form_action, input_value, step_under_review};
+
+fn browser(pool: &PgPool) -> Browser {
+    Browser {
+        pool: pool.clone(),
+        cookie: None,
+    }
+}
+
+/// Fetches the sign-in page and posts its form with `username` and `password`.
+async fn sign_in(browser: &mut Browser, username: &str, password: &str) -> (StatusCode, String) {
+    let (status, page) = browser.get("/sign-in").await;
+    assert_eq!(status, StatusCode::OK);
+    let action = form_action(&page, "sign_in");
+    let csrf = input_value(&page, "csrf");
+    browser
+        .post(
+            &action,
+            &[
+                ("username", username),
+                ("password", password),
+                ("csrf", &csrf),
+            ],
+        )
+        .await
+}
+
+/// A new operator named `name` with `role`, signed in.
+async fn signed_in_as(pool: &PgPool, name: &str, role: Role) -> Browser {
+    let password = engine::operators::add(pool, name, role).await.unwrap();
+    let mut browser = browser(pool);
+    let (status, body) = sign_in(&mut browser, name, &password).await;
+    assert!(
+        status.is_success() || status.is_redirection(),
+        "{status}: {body}"
+    );
+    browser
+}
+
+async fn session_rows(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("select count(*) from tower_sessions.session")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// Posts `verb` on `step` with the token of the page `browser` drew last.
+async fn act(
+    browser: &mut Browser,
+    action: &str,
+    step: uuid::Uuid,
+    csrf: &str,
+) -> (StatusCode, String) {
+    let version = {
+        let mut conn = browser.pool.acquire().await.unwrap();
+        engine::store::action::read_facts(&mut conn, step)
+            .await
+            .unwrap()
+            .unwrap()
+            .version
+            .to_string()
+    };
+    browser
+        .post(
+            action,
+            &[
+                ("step", &step.to_string()),
+                ("version", &version),
+                ("csrf", csrf),
+                ("action", "cancel"),
+                ("reason", "testing sessions"),
+            ],
+        )
+        .await
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn thirty_wrong_passwords_in_a_row_are_throttled_and_the_right_one_then_waits(pool: PgPool) {
+    let password = engine::operators::add(&pool, "ada", Role::Approver)
+        .await
+        .unwrap();
+    let mut attacker = browser(&pool);
+    let (_, verifications_before) = engine::operators::argon2_runs();
+    let mut statuses = Vec::new();
+    let mut last = String::new();
+    for _ in 0..30 {
+        let (status, body) = sign_in(&mut attacker, "ada", "guess").await;
+        statuses.push(status);
+        last = body;
+    }
+    assert!(
+        statuses[..5].iter().all(|s| *s == StatusCode::UNAUTHORIZED),
+        "{statuses:?}"
+    );
+    assert!(
+        statuses[5..]
+            .iter()
+            .all(|s| *s == StatusCode::TOO_MANY_REQUESTS),
+        "{statuses:?}"
+    );
+    assert!(
+        last.contains("Too many failed sign-ins for this account; try again in"),
+        "{last}"
+    );
+
+    let mut owner = browser(&pool);
+    let (status, body) = sign_in(&mut owner, "ada", &password).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert!(
+        body.contains("Too many failed sign-ins for this account; try again in 15 minutes."),
+        "{body}"
+    );
+    assert_eq!(
+        session_rows(&pool).await,
+        0,
+        "the refused owner has no session"
+    );
+    let (_, verifications_after) = engine::operators::argon2_runs();
+    assert_eq!(
+        verifications_after - verifications_before,
+        5,
+        "only the five attempts before the wait checked a password"
+    );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn failed_sign_ins_are_audited_with_the_name_as_typed_and_why(pool: PgPool) {
+    engine::operators::add(&pool, "ada", Role::Viewer)
+        .await
+        .unwrap();
+    let mut visitor = browser(&pool);
+    let (status, _) = sign_in(&mut visitor, "  Nobody Here ", "x").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    for _ in 0..6 {
+        sign_in(&mut visitor, "ada", "guess").await;
+    }
+    let rows: Vec<(String, String, serde_json::Value)> = sqlx::query_as(
+        "select actor, actor_kind, details from audit where action = 'sign_in_failed' order by id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let seen: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|(actor, kind, details)| {
+            assert_eq!(details["address"], "unknown", "{details}");
+            (
+                actor.as_str(),
+                kind.as_str(),
+                details["reason"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let mut expected = vec![("Nobody Here", "operator", "unknown_or_wrong")];
+    expected.extend([("ada", "operator", "unknown_or_wrong"); 5]);
+    expected.push(("ada", "operator", "throttled"));
+    assert_eq!(seen, expected);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_disabled_operators_open_session_is_refused_on_its_next_request(pool: PgPool) {
+    let step = step_under_review(&pool).await;
+    let mut ada = signed_in_as(&pool, "ada", Role::Approver).await;
+    let (action, _, csrf) = action_form(&mut ada, step).await;
+    assert_eq!(session_rows(&pool).await, 1);
+
+    engine::operators::disable(&pool, "ada", Actor::Engine("test"))
+        .await
+        .unwrap();
+    let (status, body) = act(&mut ada, &action, step, &csrf).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert!(body.contains("Sign in"), "{body}");
+    assert_eq!(session_rows(&pool).await, 0, "the session is deleted");
+    let state: String = sqlx::query_scalar("select state::text from step where id = $1")
+        .bind(step)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(state, "review_required");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_lowered_role_loses_its_forms_and_its_posts_are_refused(pool: PgPool) {
+    let step = step_under_review(&pool).await;
+    let mut ada = signed_in_as(&pool, "ada", Role::Approver).await;
+    let (action, _, _) = action_form(&mut ada, step).await;
+
+    engine::operators::set_role(&pool, "ada", Role::Viewer, Actor::Engine("test"))
+        .await
+        .unwrap();
+    let (status, page) = ada.get(&format!("/steps/{step}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        !page.contains(r#"action="/fn/act_on_step"#),
+        "a viewer's page draws no action form"
+    );
+    assert!(
+        page.contains("(viewer)"),
+        "the header shows the current role"
+    );
+    let csrf = input_value(&page, "csrf");
+    let (status, body) = act(&mut ada, &action, step, &csrf).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(body.contains("needs the approver role"), "{body}");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_session_older_than_its_lifetime_is_signed_out_however_active(pool: PgPool) {
+    let step = step_under_review(&pool).await;
+    let mut ada = signed_in_as(&pool, "ada", Role::Approver).await;
+    let (action, _, csrf) = action_form(&mut ada, step).await;
+
+    // As if ada had signed in 12 hours and a minute ago and stayed active since.
+    let cookie = ada.cookie.clone().unwrap();
+    let id = tower_sessions::session::Id::from_str(cookie.split_once('=').unwrap().1).unwrap();
+    let store = PostgresStore::new(pool.clone());
+    let mut record = store.load(&id).await.unwrap().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let long_ago = now - 12 * 60 * 60 - 60;
+    record
+        .data
+        .insert("signed_in_at".into(), serde_json::json!(long_ago));
+    store.save(&record).await.unwrap();
+
+    let (status, body) = act(&mut ada, &action, step, &csrf).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert_eq!(session_rows(&pool).await, 0);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn an_anonymous_visit_to_the_sign_in_page_stores_no_session(pool: PgPool) {
+    let mut visitor = browser(&pool);
+    for page in ["/sign-in", "/", "/sign-in"] {
+        // The home page refuses a visitor (401) but draws the header's menu all the same.
+        let (status, _) = visitor.get(page).await;
+        assert!(status.is_success() || page == "/", "{page}: {status}");
+    }
+    assert_eq!(session_rows(&pool).await, 0);
+    assert_eq!(visitor.cookie, None, "no cookie either");
+
+    let password = engine::operators::add(&pool, "ada", Role::Viewer)
+        .await
+        .unwrap();
+    let (_, page) = visitor.get("/sign-in").await;
+    let action = form_action(&page, "sign_in");
+    let csrf = input_value(&page, "csrf");
+    for forged in [String::new(), "1.00".into(), csrf.replace('.', ".0")] {
+        let (status, body) = visitor
+            .post(
+                &action,
+                &[
+                    ("username", "ada"),
+                    ("password", &password),
+                    ("csrf", &forged),
+                ],
+            )
+            .await;
+        assert_eq!(status, StatusCode::CONFLICT, "{forged}: {body}");
+    }
+    let (status, body) = visitor
+        .post(
+            &action,
+            &[
+                ("username", "ada"),
+                ("password", &password),
+                ("csrf", &csrf),
+            ],
+        )
+        .await;
+    assert!(
+        status.is_success() || status.is_redirection(),
+        "{status}: {body}"
+    );
+    assert_eq!(session_rows(&pool).await, 1);
+    let (_, home) = visitor.get("/").await;
+    assert!(home.contains("Signed in as ada (viewer)"), "{home}");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_sign_in_posted_from_another_site_is_refused_even_with_a_valid_token(pool: PgPool) {
+    let password = engine::operators::add(&pool, "ada", Role::Viewer)
+        .await
+        .unwrap();
+    let mut visitor = browser(&pool);
+    let (_, page) = visitor.get("/sign-in").await;
+    let action = form_action(&page, "sign_in");
+    let csrf = input_value(&page, "csrf");
+    let body = format!("username=ada&password={password}&csrf={csrf}");
+    let (status, answer) = visitor
+        .send(
+            http::Request::post(&action)
+                .header(
+                    http::header::CONTENT_TYPE,
+                    "application/x-www-form-urlencoded",
+                )
+                .header(http::header::ACCEPT, "application/json")
+                .header("sec-fetch-site", "cross-site"),
+            axum::body::Body::from(body),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{answer}");
+    assert_eq!(session_rows(&pool).await, 0);
+}
