@@ -78,6 +78,10 @@ pub(crate) struct ServeArgs {
     /// Directory holding the built console assets (`pkg/`), as cargo-leptos writes it.
     #[arg(long, env = "LEPTOS_SITE_ROOT", default_value = "target/site")]
     pub(crate) site_root: PathBuf,
+    /// Served through a TLS-terminating reverse proxy: the session cookie becomes
+    /// `__Host-z29c_session`, and the client's address is the last `X-Forwarded-For` entry.
+    #[arg(long, env = "Z29C_BEHIND_TLS_PROXY")]
+    pub(crate) behind_tls_proxy: bool,
     /// Serve only: run no workers in this process.
     #[arg(long)]
     pub(crate) no_workers: bool,

@@ -8,7 +8,8 @@ use leptos::prelude::LeptosOptions;
 
 use crate::cli::{ObserverArgs, ServeArgs, WorkerArgs, WorkerTuning};
 use crate::database::Database;
-use crate::http::router;
+use crate::http::proxy::Exposure;
+use crate::http::router_for;
 use crate::state::AppState;
 
 /// `z29c serve`: the console and API, with workers (unless `--no-workers`), observers and the
@@ -22,10 +23,18 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .site_pkg_dir("pkg")
         .site_addr(args.addr)
         .build();
-    let app = router(AppState {
-        pool: database.pool.clone(),
-        leptos_options,
-    });
+    let exposure = if args.behind_tls_proxy {
+        Exposure::BehindTlsProxy
+    } else {
+        Exposure::Direct
+    };
+    let app = router_for(
+        AppState {
+            pool: database.pool.clone(),
+            leptos_options,
+        },
+        exposure,
+    );
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("listening on {}", args.addr))?;
@@ -65,6 +74,8 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::info!(runs = resumed, "resuming unfinished bulk recovery runs");
     }
     println!("Z29C console: http://{}", listener.local_addr()?);
+    // The peer address reaches sign-in throttling (replaced by the proxy's word behind one).
+    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             crate::shutdown::signal().await;

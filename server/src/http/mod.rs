@@ -4,6 +4,7 @@
 pub mod api;
 mod headers;
 mod probes;
+pub mod proxy;
 
 use app::{App, shell};
 use axum::Router;
@@ -16,32 +17,40 @@ use tower_sessions::{Expiry, SessionManagerLayer};
 use tower_sessions_sqlx_store::PostgresStore;
 
 use crate::state::AppState;
+use proxy::Exposure;
 
 /// How long a console session lasts without activity.
 pub const SESSION_IDLE_HOURS: i64 = 8;
 
-/// Sessions in PostgreSQL (never in memory), behind an HTTP-only, same-site-strict cookie that
-/// is `Secure` unless `secure_cookies` is off (browsers accept it on http://127.0.0.1 too).
+/// Sessions in PostgreSQL (never in memory), behind an HTTP-only, same-site-strict, `Secure`
+/// cookie (browsers accept it on http://127.0.0.1 too), named for `exposure`.
 /// A row is written only once someone signs in (anonymous visitors' forms carry a stateless
 /// token); besides this idle expiry, `app::auth` ends a session 12 hours after its sign-in and
 /// re-reads the account on every request.
-pub fn sessions(pool: &PgPool, secure_cookies: bool) -> SessionManagerLayer<PostgresStore> {
+pub fn sessions(pool: &PgPool, exposure: Exposure) -> SessionManagerLayer<PostgresStore> {
     SessionManagerLayer::new(PostgresStore::new(pool.clone()))
-        .with_name("z29c_session")
+        .with_name(exposure.session_cookie())
         .with_http_only(true)
         .with_same_site(SameSite::Strict)
-        .with_secure(secure_cookies)
+        .with_secure(true)
+        .with_path("/")
         .with_expiry(Expiry::OnInactivity(time::Duration::hours(
             SESSION_IDLE_HOURS,
         )))
 }
 
-/// Builds the whole router; tests drive it with `tower::ServiceExt::oneshot`.
+/// Builds the whole router for browsers that connect directly; tests drive it with
+/// `tower::ServiceExt::oneshot`.
 pub fn router(state: AppState) -> Router {
+    router_for(state, Exposure::Direct)
+}
+
+/// Builds the whole router for `exposure`.
+pub fn router_for(state: AppState, exposure: Exposure) -> Router {
     let routes = generate_route_list(App);
     let pool = state.pool.clone();
     let options = state.leptos_options.clone();
-    Router::new()
+    let router = Router::new()
         .route("/healthz", get(probes::healthz))
         .route("/readyz", get(probes::readyz))
         .route("/metrics", get(crate::metrics::scrape))
@@ -53,7 +62,13 @@ pub fn router(state: AppState) -> Router {
             move || shell(options.clone()),
         )
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
-        .layer(sessions(&state.pool, true))
-        .layer(axum::middleware::from_fn(headers::security_headers))
-        .with_state(state)
+        .layer(sessions(&state.pool, exposure))
+        .layer(axum::middleware::from_fn(headers::security_headers));
+    let router = match exposure {
+        Exposure::Direct => router,
+        Exposure::BehindTlsProxy => {
+            router.layer(axum::middleware::from_fn(proxy::client_from_proxy))
+        }
+    };
+    router.with_state(state)
 }

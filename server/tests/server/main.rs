@@ -6,4 +6,5 @@ mod auth;
 mod console;
 mod headers;
 mod http;
+mod proxy;
 mod support;

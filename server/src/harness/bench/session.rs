@@ -21,14 +21,18 @@ impl Session {
         let name = format!("bench-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
         let password = engine::operators::add(pool, &name, engine::domain::Role::Viewer).await?;
         let page = client.get(format!("{base}/sign-in")).send().await?;
-        let cookie = cookie_of(&page).context("no session cookie")?;
+        // Anonymous visitors get no session (their form token is stateless); sign-in sets one.
+        let anonymous = cookie_of(&page);
         let html = page.text().await?;
         let action = between(&html, r#"action="/fn/sign_in"#, "\"").context("no sign-in form")?;
         let csrf = between(&html, r#"name="csrf" value=""#, "\"").context("no csrf token")?;
-        let answer = client
+        let mut post = client
             .post(format!("{base}/fn/sign_in{action}"))
-            .header("cookie", &cookie)
-            .header("accept", "application/json")
+            .header("accept", "application/json");
+        if let Some(cookie) = &anonymous {
+            post = post.header("cookie", cookie);
+        }
+        let answer = post
             .form(&[
                 ("username", name.as_str()),
                 ("password", password.as_str()),
@@ -36,7 +40,9 @@ impl Session {
             ])
             .send()
             .await?;
-        let cookie = cookie_of(&answer).unwrap_or(cookie);
+        let cookie = cookie_of(&answer)
+            .or(anonymous)
+            .context("signing in set no session cookie")?;
         anyhow::ensure!(
             answer.status().is_success() || answer.status().is_redirection(),
             "sign-in answered {}",
