@@ -262,6 +262,13 @@ pub const LONGEST_WAIT_SECONDS: i64 = 15 * 60;
 /// The address recorded when the server was not told the client's.
 pub const UNKNOWN_ADDRESS: &str = "unknown";
 
+/// Forgets the attempts throttling can no longer count (older than four windows; failures are
+/// audited in the journal, which keeps them); how many were deleted. `serve` runs it every ten
+/// minutes.
+pub async fn forget_old_attempts(pool: &PgPool) -> sqlx::Result<u64> {
+    crate::store::sign_in::forget_older_than(pool, 4 * FAILURE_WINDOW_SECONDS).await
+}
+
 /// How long an attempt must wait after `failures` failures within the window, `free` of which
 /// are allowed without waiting: `2^(failures - free)` seconds, at most [`LONGEST_WAIT_SECONDS`].
 pub fn wait_seconds(failures: i64, free: i64) -> i64 {

@@ -63,6 +63,18 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             tokio::time::Duration::from_secs(60 * 10),
         ),
     );
+    let old_sign_ins = tokio::spawn({
+        let pool = database.pool.clone();
+        async move {
+            let mut every = tokio::time::interval(Duration::from_secs(60 * 10));
+            loop {
+                every.tick().await;
+                if let Err(error) = engine::operators::forget_old_attempts(&pool).await {
+                    tracing::warn!(%error, "old sign-in attempts could not be deleted");
+                }
+            }
+        }
+    });
     let workers = if args.no_workers {
         None
     } else {
@@ -90,6 +102,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         observer.await.context("an observer task panicked")?;
     }
     expired_sessions.abort();
+    old_sign_ins.abort();
     if let Some(demo) = demo {
         demo.stop().await;
     }

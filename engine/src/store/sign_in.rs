@@ -56,6 +56,18 @@ pub async fn record(
     .await
 }
 
+/// Deletes the attempts older than `seconds`; how many there were.
+pub async fn forget_older_than(pool: &PgPool, seconds: i64) -> sqlx::Result<u64> {
+    let deleted = sqlx::query!(
+        "delete from sign_in_attempt where at < now() - make_interval(secs => $1)",
+        seconds as f64
+    )
+    .execute(pool)
+    .await?
+    .rows_affected();
+    Ok(deleted)
+}
+
 /// Marks attempt `id` as the one whose password matched.
 pub async fn succeeded(pool: &PgPool, id: i64) -> sqlx::Result<()> {
     sqlx::query!(

@@ -259,3 +259,24 @@ fn the_anonymous_form_token_is_an_hmac_that_expires_and_resists_tampering() {
     assert!(!verify_at(&key, "", issued));
     assert!(same(b"abc", b"abc") && !same(b"abc", b"abd") && !same(b"abc", b"ab"));
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn sign_in_attempts_older_than_throttling_can_count_are_forgotten(pool: PgPool) {
+    sqlx::query(
+        "insert into sign_in_attempt (username, address, at) values
+           ('ada', 'unknown', now() - interval '2 hours'),
+           ('ada', 'unknown', now() - interval '10 minutes')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    let forgotten = engine::operators::forget_old_attempts(&pool).await.unwrap();
+
+    assert_eq!(forgotten, 1);
+    let left: i64 = sqlx::query_scalar("select count(*) from sign_in_attempt")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(left, 1);
+}
