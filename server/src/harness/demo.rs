@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use destinations::{Fault, FaultPlan, FaultRule, Kind, Match, Operation};
+use destinations::{ControlToken, Fault, FaultPlan, FaultRule, Kind, Match, Operation};
 use engine::domain::{RequestKey, StepKey};
 use engine::intake::{NewWorkflow, Started, start_workflow};
 use engine::store::journal::Actor;
@@ -55,6 +55,23 @@ fn port_of(adapter: &str) -> u16 {
     port_of_kind(*kind)
 }
 
+/// The environment variable that hands a destination process its control token.
+pub const CONTROL_TOKEN_ENV: &str = "Z29C_DESTINATION_CONTROL_TOKEN";
+
+/// The control token this process gives the destinations it starts, and scripts them with: it
+/// also proves that what answers on a demo port is one of ours.
+static CONTROL_TOKEN: std::sync::LazyLock<ControlToken> =
+    std::sync::LazyLock::new(ControlToken::random);
+
+/// The control token this process gives the destinations it starts.
+pub fn control_token() -> &'static ControlToken {
+    &CONTROL_TOKEN
+}
+
+fn bearer() -> String {
+    format!("Bearer {}", CONTROL_TOKEN.expose())
+}
+
 /// Deadline of the demo adapters; the scripted delays exceed it.
 const DEADLINE_MS: u64 = 1_000;
 /// Status-index lag of the queryable demo destination.
@@ -70,6 +87,7 @@ impl Demo {
     /// answer, runs each adapter's contract suite and registers the adapters.
     pub async fn start(pool: &PgPool, data_dir: &Path) -> anyhow::Result<Self> {
         let exe = std::env::current_exe().context("finding the z29c binary")?;
+        write_control_token(data_dir)?;
         let mut children = Vec::new();
         for (kind, adapter) in DESTINATIONS {
             let port = port_of(adapter);
@@ -82,14 +100,16 @@ impl Demo {
                 .arg("--pg-data-dir")
                 .arg(&dir)
                 .env_remove("DATABASE_URL")
+                // In the environment, not the arguments: `ps` shows arguments to every user.
+                .env(CONTROL_TOKEN_ENV, CONTROL_TOKEN.expose())
                 .kill_on_drop(true)
                 .spawn()
                 .with_context(|| format!("starting the {kind} destination"))?;
             children.push(child);
         }
-        let demo = Self { children };
-        for (kind, _) in DESTINATIONS {
-            wait_until_up(port_of_kind(kind))
+        let mut demo = Self { children };
+        for ((kind, _), child) in DESTINATIONS.into_iter().zip(&mut demo.children) {
+            wait_until_up(port_of_kind(kind), child)
                 .await
                 .with_context(|| format!("the {kind} destination did not start"))?;
         }
@@ -122,21 +142,72 @@ impl Demo {
     }
 }
 
+/// Leaves the control token where only this user can read it, for a person who wants to look
+/// at a destination's `/ledger` (`curl -H "Authorization: Bearer $(cat …)"`).
+fn write_control_token(data_dir: &Path) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::create_dir_all(data_dir)?;
+    let path = data_dir.join("control-token");
+    let _ = std::fs::remove_file(&path);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut file| file.write_all(CONTROL_TOKEN.expose().as_bytes()))
+        .with_context(|| format!("writing {}", path.display()))?;
+    eprintln!(
+        "demo destinations: /ledger and /control/faults need `Authorization: Bearer $(cat {})`",
+        path.display()
+    );
+    Ok(())
+}
+
 fn base_url(port: u16) -> String {
     format!("http://127.0.0.1:{port}")
 }
 
-async fn wait_until_up(port: u16) -> anyhow::Result<()> {
+/// Waits until the destination `child` answers on `port`, and makes sure it is `child` that
+/// answers: only a process given this demo's control token opens `/control/faults` to it. A
+/// port held by anything else (an earlier demo still running, another program) is refused, not
+/// trusted with the demo's deliveries.
+pub async fn wait_until_up(port: u16, child: &mut Child) -> anyhow::Result<()> {
     let client = reqwest::Client::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let taken = || {
+        format!(
+            "port {port} is held by a process this demo did not start (an earlier `make run` \
+             still running, or another program): stop it, or set Z29C_DEMO_PORT to move the \
+             demo's destinations"
+        )
+    };
     loop {
-        if client
-            .get(base_url(port))
+        let answer = client
+            .get(format!("{}/control/faults", base_url(port)))
+            .header(reqwest::header::AUTHORIZATION, bearer())
             .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
-        {
-            return Ok(());
+            .await;
+        match answer.map(|r| r.status()) {
+            Ok(status) if status.is_success() => {
+                // One of ours also shuts the door on a request without the token.
+                let open = client
+                    .get(format!("{}/control/faults", base_url(port)))
+                    .send()
+                    .await
+                    .map(|r| r.status());
+                anyhow::ensure!(
+                    open.is_ok_and(|s| s == reqwest::StatusCode::UNAUTHORIZED),
+                    "{}",
+                    taken()
+                );
+                return Ok(());
+            }
+            Ok(_) => anyhow::bail!("{}", taken()),
+            Err(_) => {}
+        }
+        if let Some(status) = child.try_wait()? {
+            anyhow::bail!("it exited ({status}) before answering; {}", taken());
         }
         anyhow::ensure!(
             tokio::time::Instant::now() < deadline,
@@ -400,6 +471,7 @@ pub async fn seed(pool: &PgPool) -> anyhow::Result<usize> {
     for (port, rules) in plans {
         client
             .put(format!("{}/control/faults", base_url(port)))
+            .header(reqwest::header::AUTHORIZATION, bearer())
             .json(&FaultPlan::rules(rules))
             .send()
             .await?
@@ -427,8 +499,20 @@ pub async fn serve_destination(
         .await
         .with_context(|| format!("listening on {addr}"))?;
     println!("{kind} destination: http://{}", listener.local_addr()?);
+    // Without a token given, the test-only endpoints stay closed: the random one is never shown.
+    let control_token = match std::env::var(CONTROL_TOKEN_ENV) {
+        Ok(token) if !token.is_empty() => ControlToken::new(&token),
+        _ => {
+            eprintln!(
+                "{kind} destination: /control/faults and /ledger refuse every request; set \
+                 {CONTROL_TOKEN_ENV} to a secret to open them to whoever holds it"
+            );
+            ControlToken::random()
+        }
+    };
     let config = destinations::Config {
         visibility_window,
+        control_token,
         ..destinations::Config::new(kind)
     };
     destinations::serve(listener, db.pool.clone(), config, crate::shutdown::signal()).await?;

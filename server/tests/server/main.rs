@@ -3,5 +3,6 @@
 
 mod api;
 mod console;
+mod demo;
 mod http;
 mod support;
