@@ -8,7 +8,7 @@ use axum::extract::{FromRequestParts, Path, State};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::{Json, Router};
 use engine::domain::Role;
 use engine::intake::{self, NewWorkflow, StartError, Started};
@@ -29,6 +29,8 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/workflows", post(start))
         .route("/api/v1/workflows/{id}", get(status))
         .route("/api/v1/openapi.json", get(openapi))
+        // Under /api, an unknown path answers JSON too, not the console's page.
+        .route("/api/{*rest}", any(no_such_route))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
 }
 
@@ -53,6 +55,13 @@ impl utoipa::Modify for BearerAuth {
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
     }
+}
+
+async fn no_such_route() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no such API route: the routes are listed in /api/v1/openapi.json",
+    )
 }
 
 async fn openapi() -> Json<utoipa::openapi::OpenApi> {
