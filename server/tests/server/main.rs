@@ -4,5 +4,6 @@
 mod api;
 mod console;
 mod demo;
+mod fuzz;
 mod http;
 mod support;
