@@ -42,23 +42,29 @@ pub enum ConsoleError {
 impl FromServerFnError for ConsoleError {
     type Encoder = JsonEncoding;
 
-    /// Arguments the server cannot read (a missing or malformed form field) are the sender's
-    /// mistake: they answer 422 with a sentence, never the parser's text. Everything else is a
-    /// transport failure on the browser's side.
+    /// Arguments the server cannot read (a missing, repeated or malformed form field, or a
+    /// body that is not UTF-8, which the framework names "deserializing results" on both sides)
+    /// are the sender's mistake: on the server they answer 422 with a sentence, never the
+    /// parser's text. Everything else, and everything in the browser, is a transport failure.
     fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
-        match value {
-            ServerFnErrorErr::Args(_) | ServerFnErrorErr::MissingArg(_) => {
-                let refusal = ConsoleError::Invalid {
-                    reason: "This form is missing a field or carries one the console cannot \
-                             read; reload the page and try again."
-                        .into(),
-                };
-                #[cfg(feature = "ssr")]
-                let refusal = refusal.answered();
-                refusal
-            }
-            other => ConsoleError::Transport(other.to_string()),
+        let unreadable_request = cfg!(feature = "ssr")
+            && matches!(
+                value,
+                ServerFnErrorErr::Args(_)
+                    | ServerFnErrorErr::MissingArg(_)
+                    | ServerFnErrorErr::Deserialization(_)
+            );
+        if !unreadable_request {
+            return ConsoleError::Transport(value.to_string());
         }
+        let refusal = ConsoleError::Invalid {
+            reason: "This form is missing a field or carries one the console cannot read; \
+                     reload the page and try again."
+                .into(),
+        };
+        #[cfg(feature = "ssr")]
+        let refusal = refusal.answered();
+        refusal
     }
 }
 

@@ -23,17 +23,21 @@ pub struct Config {
     pub visibility_window: Duration,
     /// Where acceptance times and lookup times come from.
     pub clock: Clock,
+    /// What a request to a test-only endpoint (`/control/…`, `/ledger`) must present as
+    /// `Authorization: Bearer <token>`.
+    pub control_token: ControlToken,
 }
 
 impl Config {
-    /// A destination of `kind`, named after it, with the default visibility window and the
-    /// database's clock.
+    /// A destination of `kind`, named after it, with the default visibility window, the
+    /// database's clock and a random control token.
     pub fn new(kind: Kind) -> Self {
         Config {
             name: kind.as_str().to_owned(),
             kind,
             visibility_window: DEFAULT_VISIBILITY_WINDOW,
             clock: Clock::Database,
+            control_token: ControlToken::random(),
         }
     }
 
@@ -91,5 +95,50 @@ impl ManualClock {
     pub fn advance(&self, by: Duration) {
         let by = chrono::TimeDelta::from_std(by).expect("a clock advance fits in a TimeDelta");
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) += by;
+    }
+}
+
+/// The secret that opens a destination's test-only endpoints. Its `Debug` output hides it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ControlToken(Arc<str>);
+
+impl ControlToken {
+    /// The token `secret`, as the harness that starts a destination chose it.
+    pub fn new(secret: &str) -> Self {
+        ControlToken(secret.into())
+    }
+
+    /// 32 bytes from the operating system's random source, hex-encoded.
+    pub fn random() -> Self {
+        use std::io::Read;
+        let mut bytes = [0_u8; 32];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut source| source.read_exact(&mut bytes))
+            .expect("the operating system's random source is readable");
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        ControlToken(hex.into())
+    }
+
+    /// The secret, to send as `Authorization: Bearer <secret>`.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `presented` is this token, compared in time that does not depend on where they
+    /// first differ.
+    pub(crate) fn admits(&self, presented: &str) -> bool {
+        let (expected, presented) = (self.0.as_bytes(), presented.as_bytes());
+        expected.len() == presented.len()
+            && expected
+                .iter()
+                .zip(presented)
+                .fold(0_u8, |differ, (a, b)| differ | (a ^ b))
+                == 0
+    }
+}
+
+impl std::fmt::Debug for ControlToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ControlToken(…)")
     }
 }

@@ -15,6 +15,12 @@ pub(crate) enum ApiError {
     MalformedJson(#[from] serde_json::Error),
     #[error("{0}")]
     Malformed(String),
+    #[error("the body must be JSON, sent with `Content-Type: application/json`")]
+    NotJson,
+    #[error(
+        "this endpoint is for tests only: send `Authorization: Bearer <token>` with the control token the destination was started with"
+    )]
+    ControlTokenRequired,
     #[error("this destination deduplicates deliveries by key: send an Idempotency-Key header")]
     MissingIdempotencyKey,
     #[error("idempotency key {key:?} was first used with digest {first_digest}")]
@@ -62,6 +68,8 @@ impl ApiError {
             | ApiError::Malformed(_)
             | ApiError::MissingIdempotencyKey
             | ApiError::InvalidFaultPlan(_) => StatusCode::BAD_REQUEST,
+            ApiError::NotJson => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::ControlTokenRequired => StatusCode::UNAUTHORIZED,
             ApiError::DeliveryKeyConflict { .. }
             | ApiError::WithdrawalKeyConflict { .. }
             | ApiError::Rejected { .. } => StatusCode::UNPROCESSABLE_ENTITY,
@@ -76,6 +84,8 @@ impl ApiError {
     fn code(&self) -> &str {
         match self {
             ApiError::MalformedJson(_) | ApiError::Malformed(_) => code::MALFORMED_REQUEST,
+            ApiError::NotJson => code::NOT_JSON,
+            ApiError::ControlTokenRequired => code::CONTROL_TOKEN_REQUIRED,
             ApiError::MissingIdempotencyKey => code::MISSING_IDEMPOTENCY_KEY,
             ApiError::DeliveryKeyConflict { .. } | ApiError::WithdrawalKeyConflict { .. } => {
                 code::IDEMPOTENCY_KEY_CONFLICT
@@ -96,6 +106,7 @@ impl ApiError {
         match self {
             ApiError::MalformedJson(_)
             | ApiError::Malformed(_)
+            | ApiError::NotJson
             | ApiError::MissingIdempotencyKey
             | ApiError::DeliveryKeyConflict { .. }
             | ApiError::WithdrawalKeyConflict { .. }
@@ -105,6 +116,7 @@ impl ApiError {
                 retryable: again, ..
             } => retryable(*again),
             ApiError::LookupNotSupported
+            | ApiError::ControlTokenRequired
             | ApiError::InvalidFaultPlan(_)
             | ApiError::NotFound
             | ApiError::AfterAccept(_)

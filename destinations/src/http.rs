@@ -6,8 +6,9 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::{Json, Router};
 use http::{HeaderMap, StatusCode};
 use serde::Deserialize;
@@ -60,8 +61,20 @@ impl AppState {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct DropConnection;
 
-/// The destination's endpoints (see `PROTOCOL.md`).
+/// The destination's endpoints (see `PROTOCOL.md`): the service's, open to any client, and the
+/// test-only ones, behind the control token.
 pub(crate) fn routes(state: AppState) -> Router {
+    let test_only = Router::new()
+        .route("/ledger", get(ledger))
+        .route(
+            "/control/faults",
+            get(show_faults).put(set_faults).delete(clear_faults),
+        )
+        .route("/control/{*rest}", any(|| async { ApiError::NotFound }))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            require_control_token,
+        ));
     Router::new()
         .route("/", get(describe))
         .route("/deliveries", post(deliver))
@@ -70,13 +83,26 @@ pub(crate) fn routes(state: AppState) -> Router {
             "/deliveries/{external_reference}/withdrawal",
             post(withdraw),
         )
-        .route("/ledger", get(ledger))
-        .route(
-            "/control/faults",
-            get(show_faults).put(set_faults).delete(clear_faults),
-        )
+        .merge(test_only)
         .fallback(|| async { ApiError::NotFound })
         .with_state(state)
+}
+
+/// Lets a request through to a test-only endpoint only with `Authorization: Bearer <token>`.
+async fn require_control_token(
+    State(app): State<AppState>,
+    request: axum::extract::Request,
+    next: Next,
+) -> Response {
+    let presented = request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "));
+    match presented {
+        Some(token) if app.config.control_token.admits(token.trim()) => next.run(request).await,
+        _ => ApiError::ControlTokenRequired.into_response(),
+    }
 }
 
 async fn describe(State(app): State<AppState>) -> Json<Description> {
@@ -97,7 +123,7 @@ async fn deliver(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let request: DeliveryRequest = parse(&body)?;
+    let request: DeliveryRequest = parse(&headers, &body)?;
     if let Some(problem) = request.problem() {
         return Err(ApiError::Malformed(problem));
     }
@@ -197,9 +223,10 @@ async fn show_faults(State(app): State<AppState>) -> Json<FaultReport> {
 
 async fn set_faults(
     State(app): State<AppState>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<FaultReport>, ApiError> {
-    app.faults.install(parse::<FaultPlan>(&body)?)?;
+    app.faults.install(parse::<FaultPlan>(&headers, &body)?)?;
     Ok(Json(app.faults.report()))
 }
 
@@ -256,8 +283,17 @@ impl IntoResponse for LookupAnswer {
     }
 }
 
-/// Reads a JSON body, whatever its declared content type.
-fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+/// Reads a JSON body declared as `application/json` (parameters such as `charset` allowed):
+/// a browser may send `text/plain` or a form to another origin without asking, never JSON.
+fn parse<T: DeserializeOwned>(headers: &HeaderMap, body: &[u8]) -> Result<T, ApiError> {
+    let declared_json = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"));
+    if !declared_json {
+        return Err(ApiError::NotJson);
+    }
     Ok(serde_json::from_slice(body)?)
 }
 

@@ -39,7 +39,7 @@ mod script;
 mod serve;
 mod store;
 
-pub use config::{Clock, Config, DEFAULT_VISIBILITY_WINDOW, ManualClock};
+pub use config::{Clock, Config, ControlToken, DEFAULT_VISIBILITY_WINDOW, ManualClock};
 pub use faults::{
     FIRED_LOG_LIMIT, Fault, FaultKind, FaultPlan, FaultPlanError, FaultReport, FaultRule,
     FaultSource, FiredFault, Match, Operation, RandomFaults, RuleReport,

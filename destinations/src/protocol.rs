@@ -24,6 +24,10 @@ pub const MAX_SUMMARY_LEN: usize = 2000;
 pub mod code {
     /// The body, a header or a path parameter could not be read (400).
     pub const MALFORMED_REQUEST: &str = "malformed_request";
+    /// A body not declared `Content-Type: application/json` (415).
+    pub const NOT_JSON: &str = "not_json";
+    /// A test-only endpoint called without the control token (401).
+    pub const CONTROL_TOKEN_REQUIRED: &str = "control_token_required";
     /// The idempotent kind was sent a request without `Idempotency-Key` (400).
     pub const MISSING_IDEMPOTENCY_KEY: &str = "missing_idempotency_key";
     /// The key was first used for another request (422).

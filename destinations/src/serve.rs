@@ -86,6 +86,11 @@ impl RunningDestination {
         format!("http://{}", self.addr)
     }
 
+    /// The token its test-only endpoints (`/control/…`, `/ledger`) require.
+    pub fn control_token(&self) -> &crate::ControlToken {
+        &self.state.config.control_token
+    }
+
     /// The destination's kind.
     pub fn kind(&self) -> Kind {
         self.state.config.kind

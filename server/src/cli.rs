@@ -214,6 +214,21 @@ pub(crate) enum TokenCommand {
     Create {
         /// Who the token is for (recorded in the audit log).
         name: String,
+        /// viewer (reads workflow status) or operator/approver (also starts workflows).
+        #[arg(long, default_value = "operator")]
+        role: engine::domain::Role,
+        /// Start and read only workflows whose creation key begins with this.
+        #[arg(long)]
+        creation_key_prefix: Option<String>,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// List every token: name, role, creation-key prefix, created, revoked.
+    List(DatabaseArgs),
+    /// Revoke the live token NAME: its next request is refused.
+    Revoke {
+        /// The token's name, as `z29c token list` shows it.
+        name: String,
         #[command(flatten)]
         database: DatabaseArgs,
     },

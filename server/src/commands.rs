@@ -32,14 +32,7 @@ impl Cli {
                 )
                 .await
                 .map(|()| ExitCode::SUCCESS),
-                Command::Token(TokenCommand::Create { name, database }) => {
-                    let db = Database::open(&database).await?;
-                    let secret = engine::store::token::create(&db.pool, &name).await?;
-                    db.close().await?;
-                    println!("{secret}");
-                    eprintln!("token `{name}` created; it is shown only now: send it as `Authorization: Bearer <token>`");
-                    Ok(ExitCode::SUCCESS)
-                }
+                Command::Token(command) => token(command).await.map(|()| ExitCode::SUCCESS),
                 Command::Adapter(command) => adapter(command).await.map(|()| ExitCode::SUCCESS),
                 Command::User(command) => user(command).await.map(|()| ExitCode::SUCCESS),
                 Command::Check(args) => check(args).await,
@@ -117,10 +110,13 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Who the audit log names for what is done at the command line: whoever can run `z29c`
+/// against the database, which the log cannot tell apart.
+const CLI: engine::store::journal::Actor<'static> = engine::store::journal::Actor::Engine("cli");
+
 /// `z29c user …`: each change, and each listing, is audited as done from the command line.
 async fn user(command: UserCommand) -> anyhow::Result<()> {
     use engine::operators;
-    let cli = engine::store::journal::Actor::Engine("cli");
     match command {
         UserCommand::Add {
             name,
@@ -131,32 +127,35 @@ async fn user(command: UserCommand) -> anyhow::Result<()> {
             let added = operators::add(&db.pool, &name, role).await;
             db.close().await?;
             println!("{}", added?);
-            eprintln!("operator `{name}` ({role:?}) created; the password is shown only now");
+            eprintln!(
+                "operator `{name}` ({}) created; the password is shown only now",
+                role.as_str()
+            );
         }
         UserCommand::List(database) => {
             let db = Database::open(&database).await?;
-            let listed = operators::list(&db.pool, cli).await;
+            let listed = operators::list(&db.pool, CLI).await;
             db.close().await?;
             for a in listed? {
                 let disabled = a.disabled_at.map_or_else(
                     || "enabled".to_owned(),
                     |at| format!("disabled {}", at.format("%Y-%m-%d %H:%M UTC")),
                 );
-                let role = format!("{:?}", a.role).to_lowercase();
+                let role = a.role.as_str();
                 let created = a.created_at.format("%Y-%m-%d %H:%M UTC");
                 println!("{}\t{role}\tcreated {created}\t{disabled}", a.username);
             }
         }
         UserCommand::Disable { name, database } => {
             let db = Database::open(&database).await?;
-            let done = operators::disable(&db.pool, &name, cli).await;
+            let done = operators::disable(&db.pool, &name, CLI).await;
             db.close().await?;
             done?;
             println!("operator `{name}` disabled; their open sessions end on their next request");
         }
         UserCommand::Enable { name, database } => {
             let db = Database::open(&database).await?;
-            let done = operators::enable(&db.pool, &name, cli).await;
+            let done = operators::enable(&db.pool, &name, CLI).await;
             db.close().await?;
             done?;
             println!("operator `{name}` enabled");
@@ -167,24 +166,81 @@ async fn user(command: UserCommand) -> anyhow::Result<()> {
             database,
         } => {
             let db = Database::open(&database).await?;
-            let done = operators::set_role(&db.pool, &name, role, cli).await;
+            let done = operators::set_role(&db.pool, &name, role, CLI).await;
             db.close().await?;
             let previous = done?;
             println!(
                 "operator `{name}` is now {} (was {}), from their next request",
-                format!("{role:?}").to_lowercase(),
-                format!("{previous:?}").to_lowercase()
+                role.as_str(),
+                previous.as_str()
             );
         }
         UserCommand::ResetPassword { name, database } => {
             let db = Database::open(&database).await?;
-            let done = operators::reset_password(&db.pool, &name, cli).await;
+            let done = operators::reset_password(&db.pool, &name, CLI).await;
             db.close().await?;
             println!("{}", done?);
             eprintln!(
                 "operator `{name}` has a new password; it is shown only now (open sessions stay \
                  signed in: `z29c user disable` ends them)"
             );
+        }
+    }
+    Ok(())
+}
+
+/// `z29c token …`: creating and revoking are audited as done from the command line.
+async fn token(command: TokenCommand) -> anyhow::Result<()> {
+    use engine::store::token::{self, NewToken};
+    match command {
+        TokenCommand::Create {
+            name,
+            role,
+            creation_key_prefix,
+            database,
+        } => {
+            let db = Database::open(&database).await?;
+            let new = NewToken {
+                name: &name,
+                role,
+                creation_key_prefix: creation_key_prefix.as_deref(),
+            };
+            let created = token::create(&db.pool, &new, CLI).await;
+            db.close().await?;
+            println!("{}", created?);
+            let scope = match &creation_key_prefix {
+                Some(prefix) => format!("workflows whose creation key starts with `{prefix}`"),
+                None => "every workflow".to_owned(),
+            };
+            eprintln!(
+                "token `{name}` ({}, {scope}) created; it is shown only now: send it as `Authorization: Bearer <token>`",
+                role.as_str()
+            );
+        }
+        TokenCommand::List(database) => {
+            let db = Database::open(&database).await?;
+            let tokens = token::list(&db.pool).await;
+            db.close().await?;
+            println!("name\trole\tcreation key prefix\tcreated\trevoked");
+            for t in tokens? {
+                println!(
+                    "{}\t{}\t{}\t{}\t{}",
+                    t.name,
+                    t.role.as_str(),
+                    t.creation_key_prefix.as_deref().unwrap_or("-"),
+                    t.created_at.format("%Y-%m-%d %H:%M:%S UTC"),
+                    t.revoked_at.map_or("-".to_owned(), |at| at
+                        .format("%Y-%m-%d %H:%M:%S UTC")
+                        .to_string()),
+                );
+            }
+        }
+        TokenCommand::Revoke { name, database } => {
+            let db = Database::open(&database).await?;
+            let revoked = token::revoke(&db.pool, &name, CLI).await;
+            db.close().await?;
+            revoked?;
+            println!("token `{name}` revoked: its next request is refused");
         }
     }
     Ok(())

@@ -51,17 +51,34 @@ impl Response {
     }
 }
 
-/// Talks to one destination.
+/// Talks to one destination; holds its control token for the test-only endpoints.
 #[derive(Clone, Copy, Debug)]
 pub struct Client {
     addr: SocketAddr,
+    authorization: &'static str,
 }
 
 impl Client {
     pub fn new(destination: &RunningDestination) -> Self {
         Client {
             addr: destination.addr(),
+            // Leaked so the client stays `Copy` for tests that hand it to many tasks; a test
+            // starts few destinations.
+            authorization: String::leak(format!("Bearer {}", destination.control_token().expose())),
         }
+    }
+
+    /// Calls a test-only endpoint (`/control/…`, `/ledger`) with the control token.
+    pub async fn control(&self, method: &str, path: &str, body: &str) -> Reply {
+        let headers = [("Authorization", self.authorization)];
+        self.send(method, path, &headers, body).await
+    }
+
+    /// Sends `body` declared as `content_type` instead of JSON.
+    pub async fn send_as(&self, method: &str, path: &str, content_type: &str, body: &str) -> Reply {
+        self.try_send(method, path, content_type, &[], body)
+            .await
+            .unwrap_or_else(|error| panic!("{method} {path}: {error}"))
     }
 
     pub async fn get(&self, path: &str) -> Reply {
@@ -102,7 +119,7 @@ impl Client {
         headers: &[(&str, &str)],
         body: &str,
     ) -> Reply {
-        self.try_send(method, path, headers, body)
+        self.try_send(method, path, "application/json", headers, body)
             .await
             .unwrap_or_else(|error| panic!("{method} {path}: {error}"))
     }
@@ -111,13 +128,14 @@ impl Client {
         &self,
         method: &str,
         path: &str,
+        content_type: &str,
         headers: &[(&str, &str)],
         body: &str,
     ) -> io::Result<Reply> {
         let mut stream = TcpStream::connect(self.addr).await?;
         let mut request = format!(
             "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n",
+             Content-Type: {content_type}\r\nContent-Length: {}\r\n",
             self.addr,
             body.len()
         );

@@ -245,7 +245,7 @@ async fn the_fault_plan_is_scriptable_over_http(pool: PgPool) {
     });
 
     let installed = client
-        .send("PUT", "/control/faults", &[], &plan.to_string())
+        .control("PUT", "/control/faults", &plan.to_string())
         .await
         .response();
     assert_eq!(installed.status, 200);
@@ -253,9 +253,13 @@ async fn the_fault_plan_is_scriptable_over_http(pool: PgPool) {
         .deliver(None, &delivery("w-48/deliver-v1", "letter"))
         .await
         .response();
-    let shown: FaultReport = client.get("/control/faults").await.response().json();
+    let shown: FaultReport = client
+        .control("GET", "/control/faults", "")
+        .await
+        .response()
+        .json();
     let cleared = client
-        .send("DELETE", "/control/faults", &[], "")
+        .control("DELETE", "/control/faults", "")
         .await
         .response();
 
@@ -275,7 +279,7 @@ async fn a_plan_the_destination_cannot_obey_is_refused(pool: PgPool) {
 
     for plan in [misplaced.to_string(), "{\"rules\": [{}]}".to_owned()] {
         let answer = client
-            .send("PUT", "/control/faults", &[], &plan)
+            .control("PUT", "/control/faults", &plan)
             .await
             .response();
 

@@ -1,5 +1,6 @@
 //! The destinations over real HTTP on loopback, each test with its own PostgreSQL database.
 
+mod access;
 mod client;
 mod faults;
 mod idempotent;

@@ -85,7 +85,7 @@ async fn the_ledger_endpoint_shows_what_the_database_holds(pool: PgPool) {
         .await
         .response();
 
-    let served: Ledger = client.get("/ledger").await.response().json();
+    let served: Ledger = client.control("GET", "/ledger", "").await.response().json();
 
     assert_eq!(served, destination.ledger().await.unwrap());
     let references: Vec<_> = served

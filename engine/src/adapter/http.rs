@@ -90,6 +90,59 @@ fn transport_error(error: &reqwest::Error, deadline_ms: u64) -> TransportObserva
     }
 }
 
+/// The most of a response body the adapter reads. The protocol's answers are a few hundred
+/// bytes; a body past this is not one of them, and reading it could exhaust the worker.
+const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+
+/// Why a response body was not read to its end.
+enum BodyError {
+    /// Larger than [`MAX_RESPONSE_BYTES`]: the rest was left unread.
+    TooLarge,
+    /// The transport failed while reading (timeout, reset, truncated).
+    Transport(reqwest::Error),
+}
+
+impl BodyError {
+    const TOO_LARGE: &str = "its body is larger than 1 MiB; the rest was not read";
+
+    /// The observation of a call whose answer had `status` and this unreadable body.
+    fn observed(self, status: u16, deadline_ms: u64) -> TransportObservation {
+        match self {
+            BodyError::TooLarge => TransportObservation::UnreadableResponse {
+                status,
+                detail: Self::TOO_LARGE.to_owned(),
+            },
+            BodyError::Transport(error) => transport_error(&error, deadline_ms),
+        }
+    }
+
+    fn detail(&self) -> String {
+        match self {
+            BodyError::TooLarge => Self::TOO_LARGE.to_owned(),
+            BodyError::Transport(error) => error.to_string(),
+        }
+    }
+}
+
+/// The body of `response`, read chunk by chunk and never past [`MAX_RESPONSE_BYTES`].
+async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, BodyError> {
+    let cap = MAX_RESPONSE_BYTES;
+    if response
+        .content_length()
+        .is_some_and(|declared| declared > cap as u64)
+    {
+        return Err(BodyError::TooLarge);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
+        if body.len() + chunk.len() > cap {
+            return Err(BodyError::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 async fn classify(
     response: Result<reqwest::Response, reqwest::Error>,
     deadline_ms: u64,
@@ -99,9 +152,9 @@ async fn classify(
         Err(error) => return transport_error(&error, deadline_ms),
     };
     let status = response.status().as_u16();
-    let bytes = match response.bytes().await {
+    let bytes = match read_capped(response).await {
         Ok(bytes) => bytes,
-        Err(error) => return transport_error(&error, deadline_ms),
+        Err(error) => return error.observed(status, deadline_ms),
     };
     match status {
         200 | 201 => match serde_json::from_slice::<Accepted>(&bytes) {
@@ -184,7 +237,17 @@ impl Adapter for HttpAdapter {
                 }
             };
             let status = response.status().as_u16();
-            let parsed = response.json::<Lookup>().await;
+            let parsed = match read_capped(response).await {
+                Ok(body) => serde_json::from_slice::<Lookup>(&body).map_err(|e| e.to_string()),
+                Err(error) => {
+                    return LookupObservation::Unavailable {
+                        detail: format!(
+                            "the lookup's answer ({status}) could not be read: {}",
+                            error.detail()
+                        ),
+                    };
+                }
+            };
             match (status, parsed) {
                 (200, Ok(l)) => match (l.status.as_str(), l.external_reference, l.digest) {
                     ("found", Some(external_reference), Some(digest)) => LookupObservation::Found {
@@ -243,15 +306,25 @@ impl Adapter for HttpAdapter {
             };
             let status = response.status().as_u16();
             if status == 200 || status == 201 {
-                match response.json::<Withdrawn>().await {
+                let body = match read_capped(response).await {
+                    Ok(body) => body,
+                    Err(error) => {
+                        return WithdrawalObservation::Transport(
+                            error.observed(status, self.contract.deadline_ms),
+                        );
+                    }
+                };
+                match serde_json::from_slice::<Withdrawn>(&body) {
                     Ok(w) => WithdrawalObservation::Withdrawn {
                         withdrawal_reference: w.withdrawal_reference,
                         limits: w.limits,
                     },
-                    Err(e) => WithdrawalObservation::Transport(transport_error(
-                        &e,
-                        self.contract.deadline_ms,
-                    )),
+                    Err(e) => {
+                        WithdrawalObservation::Transport(TransportObservation::UnreadableResponse {
+                            status,
+                            detail: e.to_string(),
+                        })
+                    }
                 }
             } else {
                 WithdrawalObservation::Transport(TransportObservation::UnexpectedStatus { status })

@@ -1,6 +1,7 @@
 //! The engine's tests, one binary: each module beside the part of the engine it tests, every
 //! database test on its own fresh PostgreSQL database, every destination a real HTTP service.
 
+mod adapter_body;
 mod bulk;
 mod contract_suite;
 mod embedded_pg;

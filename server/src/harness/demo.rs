@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use destinations::{Fault, FaultPlan, FaultRule, Kind, Match, Operation};
+use destinations::{ControlToken, Fault, FaultPlan, FaultRule, Kind, Match, Operation};
 use engine::domain::{RequestKey, StepKey};
 use engine::intake::{NewWorkflow, Started, start_workflow};
 use engine::store::journal::Actor;
@@ -15,6 +15,11 @@ use serde_json::json;
 use sqlx::PgPool;
 use tokio::process::{Child, Command};
 use uuid::Uuid;
+
+mod control;
+
+use control::{CONTROL_TOKEN, bearer, write_control_token};
+pub use control::{CONTROL_TOKEN_ENV, control_token, wait_until_up};
 
 /// The demo destinations and the adapters that reach them; they listen on consecutive ports
 /// from `Z29C_DEMO_PORT` (3101 unless set).
@@ -70,6 +75,7 @@ impl Demo {
     /// answer, runs each adapter's contract suite and registers the adapters.
     pub async fn start(pool: &PgPool, data_dir: &Path) -> anyhow::Result<Self> {
         let exe = std::env::current_exe().context("finding the z29c binary")?;
+        write_control_token(data_dir)?;
         let mut children = Vec::new();
         for (kind, adapter) in DESTINATIONS {
             let port = port_of(adapter);
@@ -82,14 +88,16 @@ impl Demo {
                 .arg("--pg-data-dir")
                 .arg(&dir)
                 .env_remove("DATABASE_URL")
+                // In the environment, not the arguments: `ps` shows arguments to every user.
+                .env(CONTROL_TOKEN_ENV, CONTROL_TOKEN.expose())
                 .kill_on_drop(true)
                 .spawn()
                 .with_context(|| format!("starting the {kind} destination"))?;
             children.push(child);
         }
-        let demo = Self { children };
-        for (kind, _) in DESTINATIONS {
-            wait_until_up(port_of_kind(kind))
+        let mut demo = Self { children };
+        for ((kind, _), child) in DESTINATIONS.into_iter().zip(&mut demo.children) {
+            wait_until_up(port_of_kind(kind), child)
                 .await
                 .with_context(|| format!("the {kind} destination did not start"))?;
         }
@@ -124,26 +132,6 @@ impl Demo {
 
 fn base_url(port: u16) -> String {
     format!("http://127.0.0.1:{port}")
-}
-
-async fn wait_until_up(port: u16) -> anyhow::Result<()> {
-    let client = reqwest::Client::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        if client
-            .get(base_url(port))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
-        {
-            return Ok(());
-        }
-        anyhow::ensure!(
-            tokio::time::Instant::now() < deadline,
-            "no answer on port {port}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// One demo workflow: what to deliver, through which adapter, with which fault.
@@ -400,6 +388,7 @@ pub async fn seed(pool: &PgPool) -> anyhow::Result<usize> {
     for (port, rules) in plans {
         client
             .put(format!("{}/control/faults", base_url(port)))
+            .header(reqwest::header::AUTHORIZATION, bearer())
             .json(&FaultPlan::rules(rules))
             .send()
             .await?
@@ -427,8 +416,20 @@ pub async fn serve_destination(
         .await
         .with_context(|| format!("listening on {addr}"))?;
     println!("{kind} destination: http://{}", listener.local_addr()?);
+    // Without a token given, the test-only endpoints stay closed: the random one is never shown.
+    let control_token = match std::env::var(CONTROL_TOKEN_ENV) {
+        Ok(token) if !token.is_empty() => ControlToken::new(&token),
+        _ => {
+            eprintln!(
+                "{kind} destination: /control/faults and /ledger refuse every request; set \
+                 {CONTROL_TOKEN_ENV} to a secret to open them to whoever holds it"
+            );
+            ControlToken::random()
+        }
+    };
     let config = destinations::Config {
         visibility_window,
+        control_token,
         ..destinations::Config::new(kind)
     };
     destinations::serve(listener, db.pool.clone(), config, crate::shutdown::signal()).await?;

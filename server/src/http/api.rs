@@ -1,13 +1,16 @@
 //! The HTTP API under `/api/v1`: start workflows and read their status. Clients authenticate
-//! with a bearer token (`z29c token create NAME`). Every refusal is JSON `{"error": "…"}`.
+//! with a bearer token (`z29c token create NAME [--role R] [--creation-key-prefix P]`): a viewer
+//! token only reads, and a prefixed token starts and sees only the workflows whose creation key
+//! begins with its prefix. Every refusal is JSON `{"error": "…"}`.
 
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{FromRequestParts, Path, State};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::{Json, Router};
+use engine::domain::Role;
 use engine::intake::{self, NewWorkflow, StartError, Started};
 use engine::store::journal::Actor;
 use serde::Deserialize;
@@ -26,6 +29,8 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/workflows", post(start))
         .route("/api/v1/workflows/{id}", get(status))
         .route("/api/v1/openapi.json", get(openapi))
+        // Under /api, an unknown path answers JSON too, not the console's page.
+        .route("/api/{*rest}", any(no_such_route))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
 }
 
@@ -50,6 +55,13 @@ impl utoipa::Modify for BearerAuth {
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
     }
+}
+
+async fn no_such_route() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no such API route: the routes are listed in /api/v1/openapi.json",
+    )
 }
 
 async fn openapi() -> Json<utoipa::openapi::OpenApi> {
@@ -108,8 +120,8 @@ impl From<JsonRejection> for ApiError {
     }
 }
 
-/// An authenticated API client, by token name.
-pub struct ApiClient(pub String);
+/// An authenticated API client: its token's name, role and creation-key prefix.
+pub struct ApiClient(pub engine::store::token::Grant);
 
 impl FromRequestParts<AppState> for ApiClient {
     type Rejection = ApiError;
@@ -118,7 +130,7 @@ impl FromRequestParts<AppState> for ApiClient {
         let unauthorized = || {
             ApiError::new(
                 StatusCode::UNAUTHORIZED,
-                "send `Authorization: Bearer <token>`; create a token with `z29c token create NAME`",
+                "the request carries no live token: send `Authorization: Bearer <token>` with a token from `z29c token create NAME` that has not been revoked",
             )
         };
         let token = parts
@@ -159,7 +171,8 @@ struct StartBody {
         (status = 201, description = "Started", body = engine::read::status::WorkflowStatus),
         (status = 200, description = "Same creation key and input: the existing workflow", body = engine::read::status::WorkflowStatus),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
-        (status = 401, description = "No or bad bearer token", body = ErrorBody),
+        (status = 401, description = "No, unknown or revoked bearer token", body = ErrorBody),
+        (status = 403, description = "A viewer token, or a creation key outside the token's prefix", body = ErrorBody),
         (status = 409, description = "Creation key already used with another input", body = ErrorBody),
         (status = 413, description = "Body over 256 KiB", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
@@ -171,27 +184,49 @@ async fn start(
     State(pool): State<PgPool>,
     body: Result<Json<StartBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
+    let grant = &client.0;
+    if grant.role < Role::Operator {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "token `{}` is a viewer token: it may read workflow status but not start workflows",
+                grant.name
+            ),
+        ));
+    }
     let Json(body) = body?;
+    if !grant.covers(&body.creation_key) {
+        // Refused before intake looks the key up, so the answer tells nothing about the key.
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "token `{}` may start only workflows whose creation key starts with `{}`",
+                grant.name,
+                grant.creation_key_prefix.as_deref().unwrap_or_default()
+            ),
+        ));
+    }
     let new = NewWorkflow {
         creation_key: body.creation_key,
         definition: body.definition,
         version: body.version,
         input: body.input,
     };
-    let (code, workflow) = match intake::start_workflow(&pool, new, Actor::Api(&client.0)).await {
-        Ok(Started::Created(w)) => (StatusCode::CREATED, w),
-        Ok(Started::Existing(w)) => (StatusCode::OK, w),
-        Err(StartError::Sqlx(e)) => return Err(e.into()),
-        Err(e @ StartError::CreationKeyConflict { .. }) => {
-            return Err(ApiError::new(StatusCode::CONFLICT, e.to_string()));
-        }
-        Err(e) => {
-            return Err(ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                e.to_string(),
-            ));
-        }
-    };
+    let (code, workflow) =
+        match intake::start_workflow(&pool, new, Actor::Api(&client.0.name)).await {
+            Ok(Started::Created(w)) => (StatusCode::CREATED, w),
+            Ok(Started::Existing(w)) => (StatusCode::OK, w),
+            Err(StartError::Sqlx(e)) => return Err(e.into()),
+            Err(e @ StartError::CreationKeyConflict { .. }) => {
+                return Err(ApiError::new(StatusCode::CONFLICT, e.to_string()));
+            }
+            Err(e) => {
+                return Err(ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    e.to_string(),
+                ));
+            }
+        };
     let projection = engine::read::status::project(&pool, workflow.id)
         .await?
         .ok_or(sqlx::Error::RowNotFound)?;
@@ -208,23 +243,32 @@ async fn start(
         (status = 200, description = "The status projection", body = engine::read::status::WorkflowStatus),
         (status = 400, description = "Not a UUID", body = ErrorBody),
         (status = 401, description = "No or bad bearer token", body = ErrorBody),
-        (status = 404, description = "No such workflow", body = ErrorBody),
+        (status = 404, description = "No such workflow, or one outside the token's creation-key prefix", body = ErrorBody),
     )
 )]
 async fn status(
-    _client: ApiClient,
+    client: ApiClient,
     State(pool): State<PgPool>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
+    let Path(id) = id.map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "the workflow id in the path is not valid UTF-8",
+        )
+    })?;
     let id = Uuid::parse_str(&id).map_err(|_| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             format!("`{id}` is not a workflow id (a UUID)"),
         )
     })?;
+    // Another prefix's workflow answers as a missing one: the token cannot probe for it.
     match engine::read::status::project(&pool, id).await? {
-        Some(projection) => Ok(Json(projection).into_response()),
-        None => Err(ApiError::new(
+        Some(projection) if client.0.covers(&projection.creation_key) => {
+            Ok(Json(projection).into_response())
+        }
+        Some(_) | None => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!("no workflow {id}"),
         )),

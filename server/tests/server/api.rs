@@ -6,6 +6,10 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use tower::ServiceExt;
 
+use engine::domain::Role;
+use engine::store::journal::Actor;
+use engine::store::token::NewToken;
+
 use crate::support::app;
 
 async fn setup(pool: &PgPool) -> String {
@@ -18,7 +22,17 @@ async fn setup(pool: &PgPool) -> String {
     engine::store::adapter::upsert(pool, "docs", "http://127.0.0.1:9", &contract)
         .await
         .unwrap();
-    engine::store::token::create(pool, "test-client")
+    token(pool, "test-client", Role::Operator, None).await
+}
+
+/// A new token named `name` with `role`, scoped to `prefix` when given.
+async fn token(pool: &PgPool, name: &str, role: Role, prefix: Option<&str>) -> String {
+    let new = NewToken {
+        name,
+        role,
+        creation_key_prefix: prefix,
+    };
+    engine::store::token::create(pool, &new, Actor::Engine("test"))
         .await
         .unwrap()
 }
@@ -292,4 +306,142 @@ async fn the_openapi_document_describes_every_route(pool: PgPool) {
         doc["components"]["schemas"]["WorkflowStatus"].is_object(),
         "{doc}"
     );
+}
+
+async fn workflow_count(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("select count(*) from workflow")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_viewer_token_reads_status_but_its_start_is_refused_403_in_words(pool: PgPool) {
+    let operator = setup(&pool).await;
+    let viewer = token(&pool, "dashboard", Role::Viewer, None).await;
+    let (status, body) = call(
+        &pool,
+        "POST",
+        "/api/v1/workflows",
+        Some(&viewer),
+        Some(start_body("v-1", "Report")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("may read workflow status but not start"),
+        "{body}"
+    );
+    assert_eq!(workflow_count(&pool).await, 0);
+
+    let (_, created) = call(
+        &pool,
+        "POST",
+        "/api/v1/workflows",
+        Some(&operator),
+        Some(start_body("v-2", "Report")),
+    )
+    .await;
+    let uri = format!("/api/v1/workflows/{}", created["id"].as_str().unwrap());
+    let (status, read) = call(&pool, "GET", &uri, Some(&viewer), None).await;
+    assert_eq!(status, StatusCode::OK, "{read}");
+    assert_eq!(read["creation_key"], "v-2");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_prefixed_token_neither_sees_nor_starts_workflows_outside_its_prefix(pool: PgPool) {
+    setup(&pool).await;
+    let billing = token(&pool, "billing", Role::Operator, Some("billing-")).await;
+    let letters = token(&pool, "letters", Role::Operator, Some("letters-")).await;
+    let (status, theirs) = call(
+        &pool,
+        "POST",
+        "/api/v1/workflows",
+        Some(&letters),
+        Some(start_body("letters-1", "Letter")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{theirs}");
+
+    let uri = format!("/api/v1/workflows/{}", theirs["id"].as_str().unwrap());
+    let (status, body) = call(&pool, "GET", &uri, Some(&billing), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let missing = format!("/api/v1/workflows/{}", uuid::Uuid::now_v7());
+    let (_, absent) = call(&pool, "GET", &missing, Some(&billing), None).await;
+    assert_eq!(
+        body["error"].as_str().unwrap().replace(&uri[18..], ""),
+        absent["error"]
+            .as_str()
+            .unwrap()
+            .replace(&missing[18..], ""),
+        "another prefix's workflow must look exactly like a missing one"
+    );
+
+    let (status, body) = call(
+        &pool,
+        "POST",
+        "/api/v1/workflows",
+        Some(&billing),
+        Some(start_body("letters-2", "Letter")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("creation key starts with `billing-`"),
+        "{body}"
+    );
+    // Not even the same key and input as an existing workflow lets it learn that one exists.
+    let (status, _) = call(
+        &pool,
+        "POST",
+        "/api/v1/workflows",
+        Some(&billing),
+        Some(start_body("letters-1", "Letter")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(workflow_count(&pool).await, 1);
+
+    let (status, own) = call(
+        &pool,
+        "POST",
+        "/api/v1/workflows",
+        Some(&billing),
+        Some(start_body("billing-1", "Invoice")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{own}");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_revoked_token_is_refused_401_and_its_revocation_is_audited(pool: PgPool) {
+    let secret = setup(&pool).await;
+    engine::store::token::revoke(&pool, "test-client", Actor::Engine("test"))
+        .await
+        .unwrap();
+    let (status, body) = call(
+        &pool,
+        "POST",
+        "/api/v1/workflows",
+        Some(&secret),
+        Some(start_body("r-1", "Report")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("Bearer"), "{body}");
+    let actions: Vec<String> = sqlx::query_scalar(
+        "select action from audit where details->>'token' = 'test-client' order by id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(actions, ["token_create", "token_revoke"]);
+    let listed = engine::store::token::list(&pool).await.unwrap();
+    assert!(listed[0].revoked_at.is_some(), "{listed:?}");
 }

@@ -4,6 +4,8 @@
 mod api;
 mod auth;
 mod console;
+mod demo;
+mod fuzz;
 mod headers;
 mod http;
 mod proxy;
