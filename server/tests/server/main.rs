@@ -4,4 +4,5 @@
 mod api;
 mod console;
 mod http;
+mod reads;
 mod support;
