@@ -1,6 +1,7 @@
 //! `GET /metrics`: the engine's figures and the process's, in Prometheus text format. Each
 //! scrape records into a fresh recorder (no process-global state): counters from the metrics
-//! projection, gauges from durable state, then renders it.
+//! projection, gauges from durable state (each read from a small partial index or a kept
+//! count, never a whole table: `engine::read::metrics`), then renders it.
 
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -8,8 +9,13 @@ use axum::response::IntoResponse;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use sqlx::PgPool;
 
-/// Renders every figure.
+/// Renders every figure. Each scrape also folds the overview's state changes into its counts
+/// (`read::stats::fold_counts`), so they stay few even when nobody opens the overview; the work
+/// is bounded by what the engine wrote since the last fold, and a repeated scrape finds none.
 pub async fn scrape(State(pool): State<PgPool>) -> impl IntoResponse {
+    if let Err(error) = engine::read::stats::fold_counts(&pool).await {
+        tracing::warn!(%error, "folding the overview's counts failed");
+    }
     let figures = match engine::watch::telemetry::figures(&pool).await {
         Ok(f) => f,
         Err(error) => {

@@ -3,13 +3,15 @@ use leptos::prelude::*;
 use super::types::{Outcomes, StateCount};
 use crate::error::ConsoleError;
 
-/// The number of workflows in every state, zero included, in the console's order.
+/// The number of workflows in every state, zero included, in the console's order; for a
+/// signed-in viewer.
 #[server(prefix = "/fn")]
 pub async fn workflow_counts() -> Result<Vec<StateCount>, ConsoleError> {
     use engine::domain::WorkflowState;
 
+    crate::auth::api::session::require(engine::domain::Role::Viewer).await?;
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
-    let counted = engine::store::workflow::count_by_state(&pool).await?;
+    let counted = engine::read::stats::workflow_counts(&pool).await?;
     Ok(WorkflowState::ALL
         .into_iter()
         .map(|state| StateCount {
@@ -22,9 +24,11 @@ pub async fn workflow_counts() -> Result<Vec<StateCount>, ConsoleError> {
         .collect())
 }
 
-/// Step outcomes per logical step, duplicate incidents and the age of unknown outcomes.
+/// Step outcomes per logical step, duplicate incidents and the age of unknown outcomes; for a
+/// signed-in viewer.
 #[server(prefix = "/fn")]
 pub async fn outcome_stats() -> Result<Outcomes, ConsoleError> {
+    crate::auth::api::session::require(engine::domain::Role::Viewer).await?;
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     let s = engine::read::stats::outcome_stats(&pool).await?;
     Ok(Outcomes {

@@ -1,9 +1,11 @@
 use leptos::prelude::*;
+use leptos_router::components::A;
 
 use engine::domain::StepState;
 
 use super::api::{outcome_stats, workflow_counts};
 use super::types::{Outcomes, StateCount};
+use crate::error::ConsoleError;
 
 /// Workflow counts by state, then step outcomes per logical step, duplicates detected and
 /// the age of unknown outcomes, drawn as server-rendered SVG.
@@ -26,6 +28,15 @@ pub fn OverviewPage() -> impl IntoView {
                         Ok((generation, counts)) => {
                             view! { <CountsTable counts generation /> }.into_any()
                         }
+                        Err(ConsoleError::SignIn { .. }) => {
+                            view! {
+                                <p>
+                                    <A href="/sign-in">"Sign in"</A>
+                                    " to see the overview."
+                                </p>
+                            }
+                                .into_any()
+                        }
                         Err(error) => view! { <p class="error">{error.to_string()}</p> }.into_any(),
                     }
                 })}
@@ -34,6 +45,7 @@ pub fn OverviewPage() -> impl IntoView {
                 {move || Suspend::new(async move {
                     match outcomes.await {
                         Ok(o) => view! { <OutcomeCharts o /> }.into_any(),
+                        Err(ConsoleError::SignIn { .. }) => ().into_any(),
                         Err(error) => view! { <p class="error">{error.to_string()}</p> }.into_any(),
                     }
                 })}

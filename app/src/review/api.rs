@@ -35,18 +35,13 @@ pub async fn review_queue(
         &query.definition,
         &query.older_than,
     )?;
-    let blank = |v: &Option<String>| {
-        v.as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-    };
+    let searched = text_filter(&query.q)?;
     let after = query.after.clone();
     let cursor = queue_cursor(after.as_deref())?;
     let now = Utc::now();
     let mut rows = engine::read::queue::queue(&pool, &filter, cursor, PAGE_SIZE + 1).await?;
     let counts = engine::read::queue::queue_counts(&pool).await?;
-    let found = match blank(&query.q) {
+    let found = match searched {
         None => None,
         Some(text) => Some(search_steps(&pool, &text).await?),
     };
@@ -194,12 +189,7 @@ pub(crate) fn queue_filter(
 ) -> Result<engine::read::queue::QueueFilter, ConsoleError> {
     use engine::domain::StepState;
 
-    let blank = |v: &Option<String>| {
-        v.as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-    };
+    let blank = |v: &Option<String>| text_filter(v);
     let invalid = |what: &str| {
         ConsoleError::Invalid {
             reason: format!(
@@ -209,7 +199,7 @@ pub(crate) fn queue_filter(
         .answered()
     };
     Ok(engine::read::queue::QueueFilter {
-        state: match blank(state) {
+        state: match blank(state)? {
             None => None,
             Some(name) => Some(
                 StepState::ALL
@@ -218,11 +208,55 @@ pub(crate) fn queue_filter(
                     .ok_or_else(|| invalid("That state"))?,
             ),
         },
-        adapter: blank(adapter),
-        definition: blank(definition),
-        older_than_secs: match blank(older_than) {
+        adapter: blank(adapter)?,
+        definition: blank(definition)?,
+        older_than_secs: match blank(older_than)? {
             None => None,
-            Some(minutes) => Some(minutes.parse::<i64>().map_err(|_| invalid("That age"))? * 60),
+            Some(minutes) => Some(age_in_seconds(&minutes)?),
         },
     })
+}
+
+/// The longest text a queue filter or search accepts.
+#[cfg(feature = "ssr")]
+const LONGEST_FILTER: usize = 200;
+
+/// The most minutes the age filter accepts: ten years.
+#[cfg(feature = "ssr")]
+pub(crate) const OLDEST_MINUTES: i64 = 10 * 365 * 24 * 60;
+
+/// A text filter trimmed, none when blank; refused when longer than a filter can be or when it
+/// carries a NUL (which PostgreSQL cannot compare).
+#[cfg(feature = "ssr")]
+fn text_filter(v: &Option<String>) -> Result<Option<String>, ConsoleError> {
+    match v.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(text) if text.chars().count() > LONGEST_FILTER || text.contains('\0') => {
+            Err(ConsoleError::Invalid {
+                reason: format!(
+                    "A filter or search is at most {LONGEST_FILTER} characters, none of them NUL; shorten it and try again."
+                ),
+            }
+            .answered())
+        }
+        Some(text) => Ok(Some(text.to_owned())),
+    }
+}
+
+/// The age filter's minutes as seconds: a whole number from 0 to [`OLDEST_MINUTES`].
+#[cfg(feature = "ssr")]
+fn age_in_seconds(minutes: &str) -> Result<i64, ConsoleError> {
+    minutes
+        .parse::<i64>()
+        .ok()
+        .filter(|m| (0..=OLDEST_MINUTES).contains(m))
+        .map(|m| m * 60)
+        .ok_or_else(|| {
+            ConsoleError::Invalid {
+                reason: format!(
+                    "older_than must be a number of minutes between 0 and {OLDEST_MINUTES} (ten years)."
+                ),
+            }
+            .answered()
+        })
 }

@@ -1,10 +1,13 @@
-//! The overview's figures: step states per logical step, duplicate incidents, and how long
-//! the waiting steps have waited, read from durable state.
+//! The overview's figures: workflows by state, step states per logical step, duplicate
+//! incidents, and how long the waiting steps have waited. None of them groups every row: the
+//! state counts are kept as rows change (a trigger appends each change to a delta table, a
+//! reader folds the deltas into the counts; migration `cheap_figures`), and the waiting steps
+//! are read from their small partial index.
 
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
-use crate::domain::StepState;
+use crate::domain::{StepState, WorkflowState};
 
 /// What the overview charts: step states per logical step, duplicate incidents, and how long
 /// the waiting steps have waited.
@@ -18,11 +21,59 @@ pub struct OutcomeStats {
     pub unknown_age: [i64; 5],
 }
 
-/// The overview's figures, read from durable state.
+/// Folds the state changes appended since the last fold into the counts, unless another reader
+/// is folding right now (then its fold serves both). The work is the number of changes since
+/// the last fold, whatever the number of workflows.
+pub async fn fold_counts(pool: &PgPool) -> sqlx::Result<()> {
+    let mut tx = pool.begin().await?;
+    let mine = sqlx::query_scalar!(r#"select pg_try_advisory_xact_lock(2912160301) as "folding!""#)
+        .fetch_one(&mut *tx)
+        .await?;
+    if !mine {
+        return Ok(());
+    }
+    sqlx::query!(
+        r#"with folded as (delete from workflow_state_delta returning state, n)
+           insert into workflow_state_count (state, n)
+           select state, sum(n) from folded group by state order by state
+           on conflict (state) do update set n = workflow_state_count.n + excluded.n"#
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        r#"with folded as (delete from step_state_delta returning logical, state, n)
+           insert into step_state_count (logical, state, n)
+           select logical, state, sum(n) from folded group by logical, state order by logical, state
+           on conflict (logical, state) do update set n = step_state_count.n + excluded.n"#
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await
+}
+
+/// Workflows by state (the states with none left out): the kept counts plus the changes not
+/// yet folded, read in one snapshot so a concurrent fold is counted once.
+pub async fn workflow_counts(pool: &PgPool) -> sqlx::Result<Vec<(WorkflowState, i64)>> {
+    fold_counts(pool).await?;
+    let rows = sqlx::query!(
+        r#"select state as "state!: WorkflowState", sum(n)::bigint as "n!"
+           from (select state, n from workflow_state_count
+                 union all select state, n from workflow_state_delta) c
+           group by state having sum(n) <> 0 order by state"#
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.state, r.n)).collect())
+}
+
+/// The overview's figures.
 pub async fn outcome_stats(pool: &PgPool) -> sqlx::Result<OutcomeStats> {
+    fold_counts(pool).await?;
     let by_step = sqlx::query!(
-        r#"select logical, state as "state: StepState", count(*) as "n!"
-           from step group by 1, 2 order by 1, 2"#
+        r#"select logical as "logical!", state as "state!: StepState", sum(n)::bigint as "n!"
+           from (select logical, state, n from step_state_count
+                 union all select logical, state, n from step_state_delta) c
+           group by 1, 2 having sum(n) <> 0 order by 1, 2"#
     )
     .fetch_all(pool)
     .await?

@@ -48,24 +48,6 @@ async fn healthz_answers_while_the_process_is_up(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
-async fn the_overview_is_rendered_on_the_server_with_counts_from_the_database(pool: PgPool) {
-    for (key, state) in [("a", "pending"), ("b", "completed"), ("c", "completed")] {
-        fixture::workflow(&pool, key).in_state(state).insert().await;
-    }
-    let (status, html) = get(pool, "/overview").await;
-    assert_eq!(status, StatusCode::OK);
-    assert!(html.contains("Workflows by state"), "{html}");
-    assert!(
-        html.contains(r#"<td data-testid="total" class="num">3</td>"#),
-        "{html}"
-    );
-    assert!(
-        html.contains("/pkg/z29c.js"),
-        "the page does not load the hydration script"
-    );
-}
-
-#[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn an_unknown_page_answers_404(pool: PgPool) {
     let (status, html) = get(pool, "/no/such/page").await;
     assert_eq!(status, StatusCode::NOT_FOUND);

@@ -9,4 +9,5 @@ mod fuzz;
 mod headers;
 mod http;
 mod proxy;
+mod reads;
 mod support;

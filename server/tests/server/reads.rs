@@ -1,0 +1,329 @@
+//! What an anonymous or signed-in reader can make the server do: the `/metrics` scrape and the
+//! overview read figures whose cost does not grow with the number of workflows (no sequential
+//! scan of the big tables in any statement they run), the overview asks for a sign-in, and the
+//! queue's filters refuse input out of range in a sentence.
+
+use axum::body::Body;
+use http::{Request, StatusCode, header};
+use sqlx::PgPool;
+use tower::ServiceExt;
+use uuid::Uuid;
+
+use crate::support::{app, fixture};
+
+/// The tables that grow with every workflow: no figure may read them whole.
+const BIG_TABLES: [&str; 4] = ["step", "attempt", "workflow", "outbox"];
+
+/// The read modules whose every statement a scrape or an overview runs.
+const READS: [(&str, &str); 2] = [
+    (
+        "engine/src/read/metrics.rs",
+        include_str!("../../../engine/src/read/metrics.rs"),
+    ),
+    (
+        "engine/src/read/stats.rs",
+        include_str!("../../../engine/src/read/stats.rs"),
+    ),
+];
+
+/// Every raw-string SQL statement in `source` (the read modules write each as `r#"…"#`).
+fn statements(source: &str) -> Vec<String> {
+    source
+        .split("r#\"")
+        .skip(1)
+        .map(|rest| rest[..rest.find("\"#").expect("a closed raw string")].to_owned())
+        .collect()
+}
+
+/// A database the size where the planner prefers a sequential scan for any statement no index
+/// serves: thousands of finished workflows, each with a step, an attempt and published events,
+/// a few steps still waiting, and fresh statistics.
+async fn thousands_of_finished_workflows(pool: &PgPool) {
+    for sql in [
+        "insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest, state)
+         select gen_random_uuid(), 'k-' || i, 'document_delivery', 1, '{}', 'sha256:' || repeat('0', 64), 'completed'
+         from generate_series(1, 20000) i",
+        "insert into step (id, workflow_id, logical, definition_version, kind, state, output)
+         select gen_random_uuid(), id, (array['prepare', 'deliver', 'notify'])[1 + abs(hashtext(creation_key)) % 3],
+                1, 'pure', 'succeeded', '{}'
+         from workflow",
+        "update step set state = 'outcome_unknown', request_key = 'rk-' || id, unknown_since = now()
+         where id in (select id from step limit 20)",
+        "insert into attempt (id, step_id, number, worker, lease_expires_at, ended_at, outcome, observation)
+         select gen_random_uuid(), id, 1, 'w', now(), now(), 'succeeded', '{\"observed\": \"succeeded\"}'
+         from step",
+        "insert into outbox (event_id, workflow_id, revision, kind, payload, published_at)
+         select gen_random_uuid(), id, 1, 'workflow.started', '{}', now() from workflow",
+        "analyze",
+    ] {
+        sqlx::query(sql).execute(pool).await.unwrap();
+    }
+}
+
+/// The big tables `sql`'s plan reads whole: with a sequential scan, or through an index that
+/// is not partial with no condition on it (a full index scan grows with the table too).
+async fn whole_table_reads(pool: &PgPool, sql: &str) -> Vec<String> {
+    // Each index: its name, its table, and whether it is partial.
+    let indexes: Vec<(String, String, bool)> = sqlx::query_as(
+        "select indexrelid::regclass::text, indrelid::regclass::text, indpred is not null from pg_index",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let plan: serde_json::Value = sqlx::query_scalar(&format!("explain (format json) {sql}"))
+        .fetch_one(pool)
+        .await
+        .unwrap_or_else(|e| panic!("{e}: {sql}"));
+    let mut found = Vec::new();
+    let mut nodes = vec![&plan[0]["Plan"]];
+    while let Some(node) = nodes.pop() {
+        let relation = node["Relation Name"].as_str().unwrap_or("");
+        let index = indexes
+            .iter()
+            .find(|(name, _, _)| node["Index Name"].as_str() == Some(name.as_str()));
+        let table = index.map_or(relation, |(_, table, _)| table.as_str());
+        let whole_index =
+            index.is_some_and(|(_, _, partial)| !partial) && node["Index Cond"].is_null();
+        if BIG_TABLES.contains(&table) && (node["Node Type"] == "Seq Scan" || whole_index) {
+            found.push(table.to_owned());
+        }
+        nodes.extend(node["Plans"].as_array().into_iter().flatten());
+    }
+    found
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn no_statement_of_the_scrape_or_the_overview_reads_a_big_table_whole(pool: PgPool) {
+    thousands_of_finished_workflows(&pool).await;
+    let mut checked = 0;
+    for (file, source) in READS {
+        for sql in statements(source) {
+            let scans = whole_table_reads(&pool, &sql).await;
+            assert!(scans.is_empty(), "{file}: seq scan on {scans:?} in {sql}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 9, "only {checked} statements found");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_plan_check_catches_the_statements_the_scrape_and_the_overview_ran_before(
+    pool: PgPool,
+) {
+    thousands_of_finished_workflows(&pool).await;
+    // Before migration `cheap_figures`, no index served the scrape's count of lost attempts.
+    for sql in ["drop index attempt_lost_during_call_idx", "analyze attempt"] {
+        sqlx::query(sql).execute(&pool).await.unwrap();
+    }
+    let old = "select count(*) from attempt
+               where observation ->> 'observed' = 'worker_lost' and observation ->> 'during_call' = 'true'";
+    assert_eq!(whole_table_reads(&pool, old).await, ["attempt"]);
+    let old = "select logical, state, count(*) from step group by 1, 2 order by 1, 2";
+    assert_eq!(whole_table_reads(&pool, old).await, ["step"]);
+    let old = "select state, count(*) from workflow group by state order by state";
+    assert_eq!(whole_table_reads(&pool, old).await, ["workflow"]);
+}
+
+/// A browser in miniature: one session cookie, carried from answer to answer.
+struct Browser {
+    pool: PgPool,
+    cookie: Option<String>,
+}
+
+impl Browser {
+    fn anonymous(pool: &PgPool) -> Self {
+        Browser {
+            pool: pool.clone(),
+            cookie: None,
+        }
+    }
+
+    async fn send(&mut self, request: http::request::Builder, body: Body) -> (StatusCode, String) {
+        let request = match &self.cookie {
+            Some(cookie) => request.header(header::COOKIE, cookie),
+            None => request,
+        };
+        let response = app(self.pool.clone())
+            .oneshot(request.body(body).unwrap())
+            .await
+            .unwrap();
+        if let Some(set) = response.headers().get(header::SET_COOKIE) {
+            let pair = set.to_str().unwrap().split(';').next().unwrap().to_owned();
+            self.cookie = Some(pair);
+        }
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    async fn get(&mut self, uri: &str) -> (StatusCode, String) {
+        self.send(Request::get(uri), Body::empty()).await
+    }
+
+    /// Signs in as a new viewer through the sign-in form.
+    async fn signed_in_viewer(pool: &PgPool) -> Self {
+        let name = format!("viewer-{}", &Uuid::new_v4().simple().to_string()[..6]);
+        let password = engine::operators::add(pool, &name, engine::domain::Role::Viewer)
+            .await
+            .unwrap();
+        let mut browser = Browser::anonymous(pool);
+        let (_, page) = browser.get("/sign-in").await;
+        let at = page.find(r#"action="/fn/sign_in"#).expect("a sign-in form") + 8;
+        let action = page[at..at + page[at..].find('"').unwrap()].to_owned();
+        let csrf_at = page.find(r#"name="csrf""#).unwrap();
+        let tag = &page[page[..csrf_at].rfind('<').unwrap()..];
+        let value = tag.split(r#"value=""#).nth(1).unwrap();
+        let csrf = &value[..value.find('"').unwrap()];
+        let form = format!("username={name}&password={password}&csrf={csrf}");
+        let (status, body) = browser
+            .send(
+                Request::post(action)
+                    .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                    .header(header::ACCEPT, "application/json"),
+                Body::from(form),
+            )
+            .await;
+        assert!(status.is_success(), "{status}: {body}");
+        browser
+    }
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn an_anonymous_request_for_the_overview_is_asked_to_sign_in(pool: PgPool) {
+    fixture::workflow(&pool, "a").insert().await;
+    let (status, html) = Browser::anonymous(&pool).get("/overview").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(html.contains("Sign in"), "{html}");
+    assert!(!html.contains("Workflows by state"), "{html}");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_signed_in_viewer_sees_the_overview_with_counts_kept_as_workflows_change(pool: PgPool) {
+    for (key, state) in [("a", "pending"), ("b", "completed"), ("c", "completed")] {
+        fixture::workflow(&pool, key).in_state(state).insert().await;
+    }
+    sqlx::query("update workflow set state = 'running' where creation_key = 'a'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut viewer = Browser::signed_in_viewer(&pool).await;
+    let (status, html) = viewer.get("/overview").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("Workflows by state"), "{html}");
+    assert!(
+        html.contains("/pkg/z29c.js"),
+        "the page does not load the hydration script"
+    );
+    assert!(
+        html.contains(r#"<td data-testid="total" class="num">3</td>"#),
+        "{html}"
+    );
+    let row = |label: &str, n: i64| format!(r#"<td>{label}</td><td class="num">{n}</td>"#);
+    assert!(html.contains(&row("Running", 1)), "{html}");
+    assert!(html.contains(&row("Pending", 0)), "{html}");
+    assert!(html.contains(&row("Completed", 2)), "{html}");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_queues_age_filter_with_an_overflowing_number_answers_422(pool: PgPool) {
+    let mut viewer = Browser::signed_in_viewer(&pool).await;
+    for minutes in ["999999999999999999", "-5", "5256001"] {
+        let (status, html) = viewer.get(&format!("/?older_than={minutes}")).await;
+        assert_eq!(
+            status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{minutes}: {html}"
+        );
+        assert!(
+            html.contains("older_than must be a number of minutes between 0 and 5256000"),
+            "{minutes}: {html}"
+        );
+    }
+    let (status, _) = viewer.get("/?older_than=5256000").await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_queues_text_filters_with_a_nul_or_a_huge_value_answer_422(pool: PgPool) {
+    let mut viewer = Browser::signed_in_viewer(&pool).await;
+    let long = "x".repeat(300);
+    for query in [
+        "adapter=a%00b".to_owned(),
+        "definition=a%00b".to_owned(),
+        "q=a%00b".to_owned(),
+        format!("q={long}"),
+        format!("adapter={long}"),
+    ] {
+        let (status, html) = viewer.get(&format!("/?{query}")).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{query}: {html}");
+        assert!(
+            html.contains("at most 200 characters, none of them NUL"),
+            "{query}: {html}"
+        );
+    }
+}
+
+/// The kept counts, and the same counts grouped from every row.
+async fn kept_and_grouped(pool: &PgPool) -> [Vec<(String, String, i64)>; 2] {
+    let by_step = engine::read::stats::outcome_stats(pool)
+        .await
+        .unwrap()
+        .by_step;
+    let workflows = engine::read::stats::workflow_counts(pool).await.unwrap();
+    let mut kept: Vec<(String, String, i64)> = by_step
+        .into_iter()
+        .map(|(l, s, n)| (l, format!("{s:?}"), n))
+        .chain(
+            workflows
+                .into_iter()
+                .map(|(s, n)| (String::new(), format!("{s:?}"), n)),
+        )
+        .collect();
+    kept.sort();
+    let by_step = engine::store::workflow::count_by_state(pool).await.unwrap();
+    let rows: Vec<(String, String, i64)> = sqlx::query_as(
+        "select logical, state::text, count(*) from step group by 1, 2 order by 1, 2",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let camel = |s: &str| {
+        s.split('_')
+            .map(|w| w[..1].to_uppercase() + &w[1..])
+            .collect::<String>()
+    };
+    let mut grouped: Vec<(String, String, i64)> = rows
+        .into_iter()
+        .map(|(l, s, n)| (l, camel(&s), n))
+        .chain(
+            by_step
+                .into_iter()
+                .map(|(s, n)| (String::new(), format!("{s:?}"), n)),
+        )
+        .collect();
+    grouped.sort();
+    [kept, grouped]
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_kept_counts_match_the_rows_through_inserts_changes_and_folds(pool: PgPool) {
+    thousands_of_finished_workflows(&pool).await;
+    let [kept, grouped] = kept_and_grouped(&pool).await;
+    assert_eq!(kept, grouped);
+    for sql in [
+        "update step set state = 'cancelled' where id in (select id from step where state = 'succeeded' limit 300)",
+        "update workflow set state = 'cancelled' where id in (select workflow_id from step where state = 'cancelled')",
+        "update step set logical = 'renamed' where id in (select id from step where state = 'succeeded' limit 5)",
+    ] {
+        sqlx::query(sql).execute(&pool).await.unwrap();
+        let [kept, grouped] = kept_and_grouped(&pool).await;
+        assert_eq!(kept, grouped, "after {sql}");
+    }
+    let deltas: i64 = sqlx::query_scalar("select count(*) from step_state_delta")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(deltas, 0, "a read leaves the changes folded");
+}
