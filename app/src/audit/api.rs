@@ -18,7 +18,8 @@ pub async fn audit_log(
     crate::auth::api::session::require(engine::domain::Role::Viewer).await?;
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     let blank = |v: Option<String>| v.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
-    let (actor, action) = (blank(actor), blank(action));
+    let text_filter = crate::review::api::text_filter;
+    let (actor, action) = (text_filter(&actor)?, text_filter(&action)?);
     let before = match blank(before) {
         None => None,
         Some(text) => Some(text.parse::<i64>().map_err(|_| {

@@ -158,7 +158,7 @@ fn OutcomeCharts(o: Outcomes) -> impl IntoView {
         .iter()
         .map(|(state, colour)| {
             view! {
-                <li><span class="swatch" style=format!("background:{colour}")></span>{state.label()}</li>
+                <li><svg class="swatch" viewBox="0 0 1 1" aria-hidden="true"><rect width="1" height="1" fill=*colour></rect></svg>{state.label()}</li>
             }
         })
         .collect_view();
@@ -182,7 +182,7 @@ fn OutcomeCharts(o: Outcomes) -> impl IntoView {
     view! {
         <h2>"Step outcomes per logical step"</h2>
         <svg role="img" aria-label="Step outcomes per logical step" data-testid="outcomes-chart"
-            viewBox=format!("0 0 {width} {height}") width="100%" style="max-width:48rem">
+            viewBox=format!("0 0 {width} {height}") width="100%" class="chart wide">
             {rows}
         </svg>
         <ul class="legend">{legend}</ul>
@@ -195,7 +195,7 @@ fn OutcomeCharts(o: Outcomes) -> impl IntoView {
             )}
         </p>
         <h2>"How long unknown outcomes have waited"</h2>
-        <svg role="img" aria-label="Unknown outcomes by age" data-testid="age-chart" viewBox="0 0 480 135" width="100%" style="max-width:32rem">
+        <svg role="img" aria-label="Unknown outcomes by age" data-testid="age-chart" viewBox="0 0 480 135" width="100%" class="chart narrow">
             {ages}
         </svg>
     }

@@ -228,7 +228,7 @@ pub(crate) const OLDEST_MINUTES: i64 = 10 * 365 * 24 * 60;
 /// A text filter trimmed, none when blank; refused when longer than a filter can be or when it
 /// carries a NUL (which PostgreSQL cannot compare).
 #[cfg(feature = "ssr")]
-fn text_filter(v: &Option<String>) -> Result<Option<String>, ConsoleError> {
+pub(crate) fn text_filter(v: &Option<String>) -> Result<Option<String>, ConsoleError> {
     match v.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         None => Ok(None),
         Some(text) if text.chars().count() > LONGEST_FILTER || text.contains('\0') => {
