@@ -1,8 +1,31 @@
 import { test, expect, hydrated } from './fixtures';
+import type { Page } from '@playwright/test';
+
+// The overview needs a signed-in viewer (its counts are no one else's business).
+const viewer = process.env.E2E_VIEWER ?? 'e2e-viewer';
+const viewerPassword = process.env.E2E_VIEWER_PASSWORD ?? '';
+
+async function signInAsViewer(page: Page) {
+  await page.goto('/sign-in');
+  await page.getByLabel('Username').fill(viewer);
+  await page.getByLabel('Password').fill(viewerPassword);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await expect(page.getByTestId('signed-in')).toBeVisible();
+}
+
+test('the overview asks a visitor who has not signed in to sign in', async ({ browser }) => {
+  const context = await browser.newContext({ javaScriptEnabled: false });
+  const page = await context.newPage();
+  await page.goto('/overview');
+  await expect(page.getByText('Sign in to see the overview')).toBeVisible();
+  await expect(page.getByRole('table', { name: 'Workflows by state' })).toHaveCount(0);
+  await context.close();
+});
 
 test('the overview is rendered by the server before any script runs', async ({ browser }) => {
   const context = await browser.newContext({ javaScriptEnabled: false });
   const page = await context.newPage();
+  await signInAsViewer(page);
   await page.goto('/overview');
   await expect(page.getByRole('heading', { name: 'Overview' })).toBeVisible();
   await expect(page.getByRole('table', { name: 'Workflows by state' })).toBeVisible();
@@ -16,6 +39,7 @@ test('the overview is rendered by the server before any script runs', async ({ b
 });
 
 test('the overview hydrates and refreshes its counts in the browser', async ({ page }) => {
+  await signInAsViewer(page);
   await page.goto('/overview');
   await hydrated(page);
   await expect(page.getByTestId('refreshes')).toHaveText('Counts as rendered by the server.');
