@@ -141,9 +141,15 @@ pub async fn authenticate(
     }))
 }
 
-/// The current role of operator `id`, or `None` once the account is disabled or gone.
-pub async fn standing(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Role>> {
-    store::standing(pool, id).await
+/// The current role of operator `id` for a session signed in at `signed_in_at`, or `None`
+/// once the account is disabled or gone, or its password was reset after that sign-in (to the
+/// second: a sign-in in the same second as the reset still stands).
+pub async fn standing(
+    pool: &PgPool,
+    id: Uuid,
+    signed_in_at: chrono::DateTime<chrono::Utc>,
+) -> sqlx::Result<Option<Role>> {
+    store::standing(pool, id, signed_in_at).await
 }
 
 /// Every account, by name (the listing is audited as `operator_listed`).

@@ -181,8 +181,8 @@ async fn user(command: UserCommand) -> anyhow::Result<()> {
             db.close().await?;
             println!("{}", done?);
             eprintln!(
-                "operator `{name}` has a new password; it is shown only now (open sessions stay \
-                 signed in: `z29c user disable` ends them)"
+                "operator `{name}` has a new password; it is shown only now, and their open \
+                 sessions end on their next request"
             );
         }
     }

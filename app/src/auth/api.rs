@@ -43,8 +43,9 @@ pub(crate) mod session {
     }
 
     /// The signed-in operator with the role their account has now, if any. Each call re-reads
-    /// the account by id: a disabled or removed account, or a session older than
-    /// [`SESSION_LIFETIME_HOURS`], is signed out here (its session deleted).
+    /// the account by id: a disabled or removed account, one whose password was reset since
+    /// this sign-in, or a session older than [`SESSION_LIFETIME_HOURS`], is signed out here
+    /// (its session deleted).
     pub async fn operator(session: &Session) -> Result<Option<Operator>, ConsoleError> {
         let Some(mut who) = session.get::<Operator>(OPERATOR).await.map_err(internal)? else {
             return Ok(None);
@@ -53,10 +54,12 @@ pub(crate) mod session {
         let signed_in_at = session.get::<i64>(SIGNED_IN_AT).await.map_err(internal)?;
         let fresh =
             signed_in_at.is_some_and(|at| at <= now && now - at < SESSION_LIFETIME_HOURS * 60 * 60);
-        let role = if fresh {
-            engine::operators::standing(&pool()?, who.id).await?
-        } else {
-            None
+        let signed_in = signed_in_at
+            .filter(|_| fresh)
+            .and_then(|at| chrono::DateTime::from_timestamp(at, 0));
+        let role = match signed_in {
+            Some(at) => engine::operators::standing(&pool()?, who.id, at).await?,
+            None => None,
         };
         match role {
             Some(role) => {

@@ -59,10 +59,17 @@ pub async fn enabled(pool: &PgPool, username: &str) -> sqlx::Result<Option<Accou
 
 /// The current role of operator `id`, unless the account is disabled or gone: what every
 /// signed-in request re-reads (by primary key).
-pub async fn standing(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Role>> {
+pub async fn standing(
+    pool: &PgPool,
+    id: Uuid,
+    signed_in_at: DateTime<Utc>,
+) -> sqlx::Result<Option<Role>> {
     sqlx::query_scalar!(
-        r#"select role as "role: Role" from operator where id = $1 and disabled_at is null"#,
-        id
+        r#"select role as "role: Role" from operator
+           where id = $1 and disabled_at is null
+             and (password_changed_at is null or password_changed_at <= $2)"#,
+        id,
+        signed_in_at as DateTime<Utc>,
     )
     .fetch_optional(pool)
     .await
@@ -124,7 +131,8 @@ pub async fn set_password_hash(
     password_hash: &str,
 ) -> sqlx::Result<bool> {
     let changed = sqlx::query!(
-        "update operator set password_hash = $2 where username = $1",
+        "update operator set password_hash = $2, password_changed_at = date_trunc('second', now())
+         where username = $1",
         username,
         password_hash,
     )

@@ -168,8 +168,13 @@ async fn accounts_are_disabled_enabled_given_roles_and_new_passwords_each_audite
         .unwrap()
         .unwrap();
 
+    // A session ada signed in to a few seconds ago.
+    let signed_in = chrono::Utc::now() - chrono::Duration::seconds(5);
     operators::disable(&pool, "ada", cli).await.unwrap();
-    assert_eq!(operators::standing(&pool, ada.id).await.unwrap(), None);
+    assert_eq!(
+        operators::standing(&pool, ada.id, signed_in).await.unwrap(),
+        None
+    );
     let listed = operators::list(&pool, cli).await.unwrap();
     let names: Vec<(&str, Role, bool)> = listed
         .iter()
@@ -187,11 +192,21 @@ async fn accounts_are_disabled_enabled_given_roles_and_new_passwords_each_audite
         Role::Approver
     );
     assert_eq!(
-        operators::standing(&pool, ada.id).await.unwrap(),
+        operators::standing(&pool, ada.id, signed_in).await.unwrap(),
         Some(Role::Viewer)
     );
     let second = operators::reset_password(&pool, "ada", cli).await.unwrap();
     assert_ne!(first, second);
+    // The reset ends the session signed in before it; one signed in after it stands.
+    assert_eq!(
+        operators::standing(&pool, ada.id, signed_in).await.unwrap(),
+        None
+    );
+    let later = chrono::Utc::now() + chrono::Duration::seconds(1);
+    assert_eq!(
+        operators::standing(&pool, ada.id, later).await.unwrap(),
+        Some(Role::Viewer)
+    );
     assert_eq!(
         operators::authenticate(&pool, "ada", &first).await.unwrap(),
         None

@@ -242,6 +242,40 @@ async fn a_session_older_than_its_lifetime_is_signed_out_however_active(pool: Pg
     assert_eq!(session_rows(&pool).await, 0);
 }
 
+/// Writes `signed_in_at`, seconds before now, into `browser`'s session, as if it had signed
+/// in that long ago and stayed active since.
+async fn age_session(pool: &PgPool, browser: &Browser, seconds: i64) {
+    let cookie = browser.cookie.clone().unwrap();
+    let id = tower_sessions::session::Id::from_str(cookie.split_once('=').unwrap().1).unwrap();
+    let store = PostgresStore::new(pool.clone());
+    let mut record = store.load(&id).await.unwrap().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let then = now - seconds;
+    record
+        .data
+        .insert("signed_in_at".into(), serde_json::json!(then));
+    store.save(&record).await.unwrap();
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_password_reset_ends_the_sessions_signed_in_before_it(pool: PgPool) {
+    let step = step_under_review(&pool).await;
+    let mut ada = signed_in_as(&pool, "ada", Role::Approver).await;
+    let (action, _, csrf) = action_form(&mut ada, step).await;
+    age_session(&pool, &ada, 60).await;
+
+    engine::operators::reset_password(&pool, "ada", Actor::Engine("test"))
+        .await
+        .unwrap();
+    let (status, body) = act(&mut ada, &action, step, &csrf).await;
+
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert_eq!(session_rows(&pool).await, 0, "the session is deleted");
+}
+
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn an_anonymous_visit_to_the_sign_in_page_stores_no_session(pool: PgPool) {
     let mut visitor = browser(&pool);
