@@ -223,19 +223,7 @@ async fn a_session_older_than_its_lifetime_is_signed_out_however_active(pool: Pg
     let (action, _, csrf) = action_form(&mut ada, step).await;
 
     // As if ada had signed in 12 hours and a minute ago and stayed active since.
-    let cookie = ada.cookie.clone().unwrap();
-    let id = tower_sessions::session::Id::from_str(cookie.split_once('=').unwrap().1).unwrap();
-    let store = PostgresStore::new(pool.clone());
-    let mut record = store.load(&id).await.unwrap().unwrap();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64;
-    let long_ago = now - 12 * 60 * 60 - 60;
-    record
-        .data
-        .insert("signed_in_at".into(), serde_json::json!(long_ago));
-    store.save(&record).await.unwrap();
+    age_session(&pool, &ada, 12 * 60 * 60 + 60).await;
 
     let (status, body) = act(&mut ada, &action, step, &csrf).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
