@@ -39,42 +39,12 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {}", args.addr))?;
     let demo = if args.demo {
-        let demo = crate::harness::demo::Demo::start(&database.pool, &args.demo_data_dir).await?;
-        let seeded = crate::harness::demo::seed(&database.pool).await?;
-        println!("demo: three destinations started; {seeded} new demo workflow(s)");
-        match engine::operators::add(&database.pool, "demo", engine::domain::Role::Approver).await {
-            Ok(password) => {
-                println!("demo: sign in as `demo` with password {password} (shown once)")
-            }
-            Err(engine::operators::OperatorError::Exists(_)) => println!(
-                "demo: the `demo` approver exists (its password was printed on the first start); \
-                 add another with `z29c user add NAME --role approver`"
-            ),
-            Err(error) => return Err(error.into()),
-        }
-        Some(demo)
+        Some(start_demo(&database.pool, &args).await?)
     } else {
         None
     };
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let expired_sessions = tokio::spawn(
-        tower_sessions::session_store::ExpiredDeletion::continuously_delete_expired(
-            tower_sessions_sqlx_store::PostgresStore::new(database.pool.clone()),
-            tokio::time::Duration::from_secs(60 * 10),
-        ),
-    );
-    let old_sign_ins = tokio::spawn({
-        let pool = database.pool.clone();
-        async move {
-            let mut every = tokio::time::interval(Duration::from_secs(60 * 10));
-            loop {
-                every.tick().await;
-                if let Err(error) = engine::operators::forget_old_attempts(&pool).await {
-                    tracing::warn!(%error, "old sign-in attempts could not be deleted");
-                }
-            }
-        }
-    });
+    let forgetting = forget_expired(&database.pool);
     let workers = if args.no_workers {
         None
     } else {
@@ -101,13 +71,58 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     for observer in observers {
         observer.await.context("an observer task panicked")?;
     }
-    expired_sessions.abort();
-    old_sign_ins.abort();
+    for task in forgetting {
+        task.abort();
+    }
     if let Some(demo) = demo {
         demo.stop().await;
     }
     database.close().await?;
     served
+}
+
+/// Starts the demo destinations, seeds the demo workflows and creates the `demo` approver
+/// (printing its password on the first start only).
+async fn start_demo(
+    pool: &sqlx::PgPool,
+    args: &ServeArgs,
+) -> anyhow::Result<crate::harness::demo::Demo> {
+    let demo = crate::harness::demo::Demo::start(pool, &args.demo_data_dir).await?;
+    let seeded = crate::harness::demo::seed(pool).await?;
+    println!("demo: three destinations started; {seeded} new demo workflow(s)");
+    match engine::operators::add(pool, "demo", engine::domain::Role::Approver).await {
+        Ok(password) => println!("demo: sign in as `demo` with password {password} (shown once)"),
+        Err(engine::operators::OperatorError::Exists(_)) => println!(
+            "demo: the `demo` approver exists (its password was printed on the first start); \
+             add another with `z29c user add NAME --role approver`"
+        ),
+        Err(error) => return Err(error.into()),
+    }
+    Ok(demo)
+}
+
+/// Every ten minutes, deletes expired sessions and the sign-in attempts throttling no longer
+/// counts; the tasks run until aborted.
+fn forget_expired(pool: &sqlx::PgPool) -> [tokio::task::JoinHandle<()>; 2] {
+    let pool_for_sessions = pool.clone();
+    let sessions = tokio::spawn(async move {
+        let _ = tower_sessions::session_store::ExpiredDeletion::continuously_delete_expired(
+            tower_sessions_sqlx_store::PostgresStore::new(pool_for_sessions),
+            Duration::from_secs(60 * 10),
+        )
+        .await;
+    });
+    let pool = pool.clone();
+    let attempts = tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(60 * 10));
+        loop {
+            every.tick().await;
+            if let Err(error) = engine::operators::forget_old_attempts(&pool).await {
+                tracing::warn!(%error, "old sign-in attempts could not be deleted");
+            }
+        }
+    });
+    [sessions, attempts]
 }
 
 /// The demo adds a `demo` approver and demo workflows: only to the private cluster, never to a
