@@ -423,7 +423,7 @@ pub async fn sign_in(
 /// for [`form_token::MAX_AGE_SECONDS`]. Once signed in, forms carry the session's own token.
 pub mod form_token {
     use argon2::password_hash::rand_core::{OsRng, RngCore};
-    use sha2::{Digest, Sha256};
+    use sha2::Sha256;
     use sqlx::PgPool;
 
     /// How long a sign-in form may stay open before it must be reloaded.
@@ -472,26 +472,16 @@ pub mod form_token {
 
     /// `a == b`, in a time that depends only on their lengths.
     pub fn same(a: &[u8], b: &[u8]) -> bool {
-        let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-        a.len() == b.len() && std::hint::black_box(diff) == 0
+        use subtle::ConstantTimeEq;
+        a.ct_eq(b).into()
     }
 
     /// HMAC-SHA256 (RFC 2104) of `message` under `key`.
     pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
-        let mut block = [0u8; 64];
-        if key.len() > block.len() {
-            block[..32].copy_from_slice(&Sha256::digest(key));
-        } else {
-            block[..key.len()].copy_from_slice(key);
-        }
-        let inner = Sha256::new()
-            .chain_update(block.map(|b| b ^ 0x36))
-            .chain_update(message)
-            .finalize();
-        Sha256::new()
-            .chain_update(block.map(|b| b ^ 0x5c))
-            .chain_update(inner)
-            .finalize()
-            .into()
+        use hmac::{Hmac, Mac};
+        let mut mac =
+            Hmac::<Sha256>::new_from_slice(key).expect("HMAC accepts a key of any length");
+        mac.update(message);
+        mac.finalize().into_bytes().into()
     }
 }
