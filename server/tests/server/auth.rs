@@ -12,13 +12,6 @@ use tower_sessions_sqlx_store::PostgresStore;
 
 use crate::console::{Browser, action_form, form_action, input_value, step_under_review};
 
-fn browser(pool: &PgPool) -> Browser {
-    Browser {
-        pool: pool.clone(),
-        cookie: None,
-    }
-}
-
 /// Fetches the sign-in page and posts its form with `username` and `password`.
 async fn sign_in(browser: &mut Browser, username: &str, password: &str) -> (StatusCode, String) {
     let (status, page) = browser.get("/sign-in").await;
@@ -40,7 +33,7 @@ async fn sign_in(browser: &mut Browser, username: &str, password: &str) -> (Stat
 /// A new operator named `name` with `role`, signed in.
 async fn signed_in_as(pool: &PgPool, name: &str, role: Role) -> Browser {
     let password = engine::operators::add(pool, name, role).await.unwrap();
-    let mut browser = browser(pool);
+    let mut browser = Browser::anonymous(pool);
     let (status, body) = sign_in(&mut browser, name, &password).await;
     assert!(
         status.is_success() || status.is_redirection(),
@@ -91,7 +84,7 @@ async fn thirty_wrong_passwords_in_a_row_are_throttled_and_the_right_one_then_wa
     let password = engine::operators::add(&pool, "ada", Role::Approver)
         .await
         .unwrap();
-    let mut attacker = browser(&pool);
+    let mut attacker = Browser::anonymous(&pool);
     let (_, verifications_before) = engine::operators::argon2_runs();
     let mut statuses = Vec::new();
     let mut last = String::new();
@@ -115,7 +108,7 @@ async fn thirty_wrong_passwords_in_a_row_are_throttled_and_the_right_one_then_wa
         "{last}"
     );
 
-    let mut owner = browser(&pool);
+    let mut owner = Browser::anonymous(&pool);
     let (status, body) = sign_in(&mut owner, "ada", &password).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
     assert!(
@@ -140,7 +133,7 @@ async fn failed_sign_ins_are_audited_with_the_name_as_typed_and_why(pool: PgPool
     engine::operators::add(&pool, "ada", Role::Viewer)
         .await
         .unwrap();
-    let mut visitor = browser(&pool);
+    let mut visitor = Browser::anonymous(&pool);
     let (status, _) = sign_in(&mut visitor, "  Nobody Here ", "x").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     for _ in 0..6 {
@@ -266,7 +259,7 @@ async fn a_password_reset_ends_the_sessions_signed_in_before_it(pool: PgPool) {
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn an_anonymous_visit_to_the_sign_in_page_stores_no_session(pool: PgPool) {
-    let mut visitor = browser(&pool);
+    let mut visitor = Browser::anonymous(&pool);
     for page in ["/sign-in", "/", "/sign-in"] {
         // The home page refuses a visitor (401) but draws the header's menu all the same.
         let (status, _) = visitor.get(page).await;
@@ -318,7 +311,7 @@ async fn a_sign_in_posted_from_another_site_is_refused_even_with_a_valid_token(p
     let password = engine::operators::add(&pool, "ada", Role::Viewer)
         .await
         .unwrap();
-    let mut visitor = browser(&pool);
+    let mut visitor = Browser::anonymous(&pool);
     let (_, page) = visitor.get("/sign-in").await;
     let action = form_action(&page, "sign_in");
     let csrf = input_value(&page, "csrf");

@@ -17,6 +17,14 @@ pub(crate) struct Browser {
 }
 
 impl Browser {
+    /// A browser that has not signed in.
+    pub(crate) fn anonymous(pool: &PgPool) -> Self {
+        Browser {
+            pool: pool.clone(),
+            cookie: None,
+        }
+    }
+
     pub(crate) async fn send(
         &mut self,
         request: http::request::Builder,
@@ -91,10 +99,7 @@ pub(crate) async fn signed_in(pool: &PgPool, role: engine::domain::Role) -> Brow
         &Uuid::new_v4().simple().to_string()[..6]
     );
     let password = engine::operators::add(pool, &name, role).await.unwrap();
-    let mut browser = Browser {
-        pool: pool.clone(),
-        cookie: None,
-    };
+    let mut browser = Browser::anonymous(pool);
     let (_, page) = browser.get("/sign-in").await;
     let action = form_action(&page, "sign_in");
     let csrf = input_value(&page, "csrf");

@@ -3,13 +3,11 @@
 //! scan of the big tables in any statement they run), the overview asks for a sign-in, and the
 //! queue's filters refuse input out of range in a sentence.
 
-use axum::body::Body;
-use http::{Request, StatusCode, header};
+use http::StatusCode;
 use sqlx::PgPool;
-use tower::ServiceExt;
-use uuid::Uuid;
 
-use crate::support::{app, fixture};
+use crate::console::{Browser, signed_in};
+use crate::support::fixture;
 
 /// The tables that grow with every workflow: no figure may read them whole.
 const BIG_TABLES: [&str; 4] = ["step", "attempt", "workflow", "outbox"];
@@ -124,72 +122,6 @@ async fn the_plan_check_catches_the_statements_the_scrape_and_the_overview_ran_b
     assert_eq!(whole_table_reads(&pool, old).await, ["workflow"]);
 }
 
-/// A browser in miniature: one session cookie, carried from answer to answer.
-struct Browser {
-    pool: PgPool,
-    cookie: Option<String>,
-}
-
-impl Browser {
-    fn anonymous(pool: &PgPool) -> Self {
-        Browser {
-            pool: pool.clone(),
-            cookie: None,
-        }
-    }
-
-    async fn send(&mut self, request: http::request::Builder, body: Body) -> (StatusCode, String) {
-        let request = match &self.cookie {
-            Some(cookie) => request.header(header::COOKIE, cookie),
-            None => request,
-        };
-        let response = app(self.pool.clone())
-            .oneshot(request.body(body).unwrap())
-            .await
-            .unwrap();
-        if let Some(set) = response.headers().get(header::SET_COOKIE) {
-            let pair = set.to_str().unwrap().split(';').next().unwrap().to_owned();
-            self.cookie = Some(pair);
-        }
-        let status = response.status();
-        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .unwrap();
-        (status, String::from_utf8(body.to_vec()).unwrap())
-    }
-
-    async fn get(&mut self, uri: &str) -> (StatusCode, String) {
-        self.send(Request::get(uri), Body::empty()).await
-    }
-
-    /// Signs in as a new viewer through the sign-in form.
-    async fn signed_in_viewer(pool: &PgPool) -> Self {
-        let name = format!("viewer-{}", &Uuid::new_v4().simple().to_string()[..6]);
-        let password = engine::operators::add(pool, &name, engine::domain::Role::Viewer)
-            .await
-            .unwrap();
-        let mut browser = Browser::anonymous(pool);
-        let (_, page) = browser.get("/sign-in").await;
-        let at = page.find(r#"action="/fn/sign_in"#).expect("a sign-in form") + 8;
-        let action = page[at..at + page[at..].find('"').unwrap()].to_owned();
-        let csrf_at = page.find(r#"name="csrf""#).unwrap();
-        let tag = &page[page[..csrf_at].rfind('<').unwrap()..];
-        let value = tag.split(r#"value=""#).nth(1).unwrap();
-        let csrf = &value[..value.find('"').unwrap()];
-        let form = format!("username={name}&password={password}&csrf={csrf}");
-        let (status, body) = browser
-            .send(
-                Request::post(action)
-                    .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-                    .header(header::ACCEPT, "application/json"),
-                Body::from(form),
-            )
-            .await;
-        assert!(status.is_success(), "{status}: {body}");
-        browser
-    }
-}
-
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn an_anonymous_request_for_the_overview_is_asked_to_sign_in(pool: PgPool) {
     fixture::workflow(&pool, "a").insert().await;
@@ -208,7 +140,7 @@ async fn a_signed_in_viewer_sees_the_overview_with_counts_kept_as_workflows_chan
         .execute(&pool)
         .await
         .unwrap();
-    let mut viewer = Browser::signed_in_viewer(&pool).await;
+    let mut viewer = signed_in(&pool, engine::domain::Role::Viewer).await;
     let (status, html) = viewer.get("/overview").await;
     assert_eq!(status, StatusCode::OK);
     assert!(html.contains("Workflows by state"), "{html}");
@@ -228,7 +160,7 @@ async fn a_signed_in_viewer_sees_the_overview_with_counts_kept_as_workflows_chan
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn the_queues_age_filter_with_an_overflowing_number_answers_422(pool: PgPool) {
-    let mut viewer = Browser::signed_in_viewer(&pool).await;
+    let mut viewer = signed_in(&pool, engine::domain::Role::Viewer).await;
     for minutes in ["999999999999999999", "-5", "5256001"] {
         let (status, html) = viewer.get(&format!("/?older_than={minutes}")).await;
         assert_eq!(
@@ -247,7 +179,7 @@ async fn the_queues_age_filter_with_an_overflowing_number_answers_422(pool: PgPo
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn the_queues_text_filters_with_a_nul_or_a_huge_value_answer_422(pool: PgPool) {
-    let mut viewer = Browser::signed_in_viewer(&pool).await;
+    let mut viewer = signed_in(&pool, engine::domain::Role::Viewer).await;
     let long = "x".repeat(300);
     for query in [
         "adapter=a%00b".to_owned(),
