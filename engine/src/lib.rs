@@ -44,6 +44,8 @@ pub mod recovery;
 #[cfg(feature = "runtime")]
 pub mod store;
 #[cfg(feature = "runtime")]
+pub mod template;
+#[cfg(feature = "runtime")]
 pub mod watch;
 #[cfg(feature = "runtime")]
 pub mod worker;

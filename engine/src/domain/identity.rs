@@ -72,10 +72,10 @@ impl fmt::Display for RequestKey {
 pub struct InputDigest(String);
 
 impl InputDigest {
-    /// The digest of `value` in canonical form: object keys sorted, no insignificant space.
+    /// The digest of `value` in its RFC 8785 canonical form (JCS): object keys sorted by UTF-16
+    /// code units, no insignificant space, numbers and strings written one way only.
     pub fn of_json(value: &serde_json::Value) -> Self {
-        // serde_json's map is ordered by key (no `preserve_order`), so this is canonical.
-        Self::of_bytes(value.to_string().as_bytes())
+        Self::of_bytes(&canonical_json(value))
     }
 
     /// The digest of raw bytes.
@@ -100,6 +100,11 @@ impl fmt::Display for InputDigest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// `value` in RFC 8785 canonical form: the bytes every digest of a JSON value is taken over.
+pub fn canonical_json(value: &serde_json::Value) -> Vec<u8> {
+    serde_json_canonicalizer::to_vec(value).expect("a JSON value always canonicalizes")
 }
 
 /// Percent-encodes `text` for a URL path segment or query value: everything but RFC 3986's
