@@ -152,15 +152,12 @@ pub fn render(input: &DocumentDeliveryInput) -> Value {
     json!({ "document_digest": digest, "title": input.document.title })
 }
 
-/// A request ready to send: what goes over the wire and its digest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PreparedRequest {
-    /// The canonical request body (it carries no secrets, so it doubles as the summary).
-    pub body: Value,
-    /// The digest the destination compares under one key: the delivered content's digest.
+/// A step's rendered request, before its adapter shapes it for the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepRequest {
+    pub request: Value,
+    /// The digest the destination compares under one key.
     pub content_digest: InputDigest,
-    /// The digest of the whole canonical body, bound to the request key forever.
-    pub request_digest: InputDigest,
 }
 
 /// Generates the outbound request of an external step from the immutable inputs.
@@ -173,7 +170,7 @@ pub fn prepare_request(
     request_key: &str,
     input: &DocumentDeliveryInput,
     dependencies: &Value,
-) -> Result<PreparedRequest, InputError> {
+) -> Result<StepRequest, InputError> {
     let field = |step: &str, name: &str| -> Result<String, InputError> {
         dependencies[step][name]
             .as_str()
@@ -211,34 +208,11 @@ pub fn prepare_request(
     } else {
         summary
     };
-    let body = json!({
-        "client_reference": request_key,
-        "digest": content_digest,
-        "recipient": input.recipient,
-        "summary": summary,
-    });
-    Ok(PreparedRequest {
-        request_digest: InputDigest::of_json(&body),
+    let _ = request_key;
+    Ok(StepRequest {
+        request: json!({ "recipient": input.recipient, "summary": summary }),
         content_digest,
-        body,
     })
-}
-
-/// The request of a compensation step: withdraw `external_reference`, under the step's own key.
-/// Its digest binds the key to that one reference forever.
-pub fn withdrawal_request(request_key: &str, external_reference: &str) -> PreparedRequest {
-    let content_digest = InputDigest::of_json(&json!({ "withdraw": external_reference }));
-    let body = json!({
-        "client_reference": request_key,
-        "digest": content_digest,
-        "withdraw": external_reference,
-        "summary": format!("Withdraw delivery {external_reference}"),
-    });
-    PreparedRequest {
-        request_digest: InputDigest::of_json(&body),
-        content_digest,
-        body,
-    }
 }
 
 #[cfg(test)]
@@ -288,7 +262,7 @@ mod tests {
         let b = prepare_request(1, "deliver", "w-1/deliver-v1", &parsed, &deps).unwrap();
         assert_eq!(a, b);
         let v2 = prepare_request(2, "deliver", "w-1/deliver-v1", &parsed, &deps).unwrap();
-        assert_ne!(a.request_digest, v2.request_digest, "v2 changes the bytes");
+        assert_ne!(a.request, v2.request, "v2 changes the bytes");
         assert_eq!(a.content_digest, v2.content_digest);
     }
 

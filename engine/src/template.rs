@@ -63,9 +63,8 @@ fn digest(value: Jinja) -> Result<String, minijinja::Error> {
 }
 
 fn to_json(value: &Jinja) -> Result<Value, minijinja::Error> {
-    serde_json::to_value(value).map_err(|e| {
-        minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, e.to_string())
-    })
+    serde_json::to_value(value)
+        .map_err(|e| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, e.to_string()))
 }
 
 /// The expression inside `{{ … }}` when `text` is exactly one such block.
@@ -206,22 +205,27 @@ mod tests {
     #[test]
     fn the_digest_filter_matches_the_engines_canonical_digest() {
         let value = json!({ "b": 1, "a": "x" });
-        let rendered =
-            render_text("{{ v | digest }}", &json!({ "v": value.clone() })).unwrap();
+        let rendered = render_text("{{ v | digest }}", &json!({ "v": value.clone() })).unwrap();
         assert_eq!(rendered, json!(InputDigest::of_json(&value).to_string()));
     }
 
     #[test]
     fn nothing_reads_a_clock_or_draws_a_random_number() {
         let context = json!({});
-        for forbidden in ["{{ now() }}", "{{ [1, 2] | random }}", "{{ env.HOME }}", "{{ debug() }}"] {
+        for forbidden in [
+            "{{ now() }}",
+            "{{ [1, 2] | random }}",
+            "{{ env.HOME }}",
+            "{{ debug() }}",
+        ] {
             assert!(render_text(forbidden, &context).is_err(), "{forbidden}");
         }
     }
 
     #[test]
     fn a_runaway_template_runs_out_of_fuel() {
-        let endless = "{% for a in range(1000) %}{% for b in range(1000) %}x{% endfor %}{% endfor %}";
+        let endless =
+            "{% for a in range(1000) %}{% for b in range(1000) %}x{% endfor %}{% endfor %}";
         let error = render_text(endless, &json!({})).unwrap_err();
         assert!(error.detail.contains("fuel"), "{error}");
     }

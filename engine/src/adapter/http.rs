@@ -4,11 +4,12 @@
 use std::time::Duration;
 
 use serde::Deserialize;
+use serde_json::{Value, json};
 
 use super::{Adapter, BoxFuture, LookupObservation, WithdrawalObservation};
-use crate::definition::PreparedRequest;
+use super::{PrepareError, PreparedRequest, Wire, WireBody};
 use crate::domain::identity::percent_encode;
-use crate::domain::{RequestKey, SideEffectContract, TransportObservation};
+use crate::domain::{InputDigest, RequestKey, SideEffectContract, TransportObservation};
 
 /// An adapter reaching one destination over HTTP.
 #[derive(Debug, Clone)]
@@ -185,9 +186,63 @@ async fn classify(
     }
 }
 
+/// A protocol request: a JSON body POSTed to `path`, recorded as the body itself.
+fn protocol_request(path: String, body: Value, content_digest: InputDigest) -> PreparedRequest {
+    PreparedRequest {
+        request_digest: InputDigest::of_json(&body),
+        content_digest,
+        wire: Wire {
+            method: "POST".to_owned(),
+            path,
+            query: Vec::new(),
+            headers: Vec::new(),
+            body: WireBody::Json(body.clone()),
+        },
+        summary: body,
+    }
+}
+
 impl Adapter for HttpAdapter {
     fn contract(&self) -> &SideEffectContract {
         &self.contract
+    }
+
+    fn prepare(
+        &self,
+        key: &RequestKey,
+        request: &serde_json::Value,
+        content_digest: &InputDigest,
+    ) -> Result<PreparedRequest, PrepareError> {
+        let body = json!({
+            "client_reference": key.as_str(),
+            "digest": content_digest,
+            "recipient": request["recipient"],
+            "summary": request["summary"],
+        });
+        Ok(protocol_request(
+            "/deliveries".to_owned(),
+            body,
+            content_digest.clone(),
+        ))
+    }
+
+    fn prepare_withdrawal(
+        &self,
+        key: &RequestKey,
+        external_reference: &str,
+    ) -> Result<PreparedRequest, PrepareError> {
+        let content_digest = InputDigest::of_json(&json!({ "withdraw": external_reference }));
+        let body = json!({
+            "client_reference": key.as_str(),
+            "digest": content_digest,
+            "withdraw": external_reference,
+            "summary": format!("Withdraw delivery {external_reference}"),
+        });
+        let path = format!(
+            "/deliveries/{}/withdrawal",
+            percent_encode(external_reference)
+        );
+        Ok(protocol_request(path, body, content_digest))
     }
 
     fn deliver<'a>(
@@ -200,7 +255,7 @@ impl Adapter for HttpAdapter {
                 .client
                 .post(format!("{}/deliveries", self.base_url))
                 .timeout(self.deadline())
-                .json(&request.body);
+                .json(&request.summary);
             if self.contract.accepts_idempotency_key {
                 call = call.header("Idempotency-Key", key.as_str());
             }

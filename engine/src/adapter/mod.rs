@@ -16,9 +16,8 @@ use std::pin::Pin;
 
 use serde::{Deserialize, Serialize};
 
-use crate::definition::PreparedRequest;
 pub use crate::domain::LookupObservation;
-use crate::domain::{RequestKey, SideEffectContract, TransportObservation};
+use crate::domain::{InputDigest, RequestKey, SideEffectContract, TransportObservation};
 
 pub use http::HttpAdapter;
 
@@ -37,10 +36,68 @@ pub enum WithdrawalObservation {
     Transport(TransportObservation),
 }
 
+/// A request ready to send: the exact request, what Z29C records of it, and its digests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreparedRequest {
+    /// What Z29C records and recovery compares: the canonical request without secrets (auth
+    /// is added only when sending). Its `digest` field, where present, is `content_digest`.
+    pub summary: serde_json::Value,
+    /// What goes over the wire, secrets aside.
+    pub wire: Wire,
+    /// The digest the destination compares under one key: the delivered content's digest.
+    pub content_digest: InputDigest,
+    /// The digest of `summary`, bound to the request key forever.
+    pub request_digest: InputDigest,
+}
+
+/// An HTTP request without its secrets, relative to the adapter's base URL.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Wire {
+    pub method: String,
+    /// The path, already percent-encoded where it carries values.
+    pub path: String,
+    pub query: Vec<(String, String)>,
+    /// Headers that carry no secret (auth headers are added when sending).
+    pub headers: Vec<(String, String)>,
+    pub body: WireBody,
+}
+
+/// The body of a [`Wire`] request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WireBody {
+    None,
+    Json(serde_json::Value),
+    /// `application/x-www-form-urlencoded` pairs, sorted by name.
+    Form(Vec<(String, String)>),
+}
+
+/// Why an adapter could not build a request from what it was given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PrepareError(pub String);
+
 /// One destination, reached through its declared contract.
 pub trait Adapter: Send + Sync {
     /// What this adapter can prove; trusted only once its contract suite passed.
     fn contract(&self) -> &SideEffectContract;
+
+    /// The exact request that carries a step's rendered `request` under `key`, with the digest
+    /// the destination compares (`content_digest`). Deterministic: the same arguments give the
+    /// same bytes, so recovery can regenerate it and compare digests before sending again.
+    fn prepare(
+        &self,
+        key: &RequestKey,
+        request: &serde_json::Value,
+        content_digest: &InputDigest,
+    ) -> Result<PreparedRequest, PrepareError>;
+
+    /// The exact request that withdraws `external_reference` under `key`.
+    fn prepare_withdrawal(
+        &self,
+        key: &RequestKey,
+        external_reference: &str,
+    ) -> Result<PreparedRequest, PrepareError>;
 
     /// Sends `request` under `key`, within the contract's deadline.
     fn deliver<'a>(

@@ -69,9 +69,12 @@ impl Adapters {
 
     /// HTTP adapters for every registered adapter, without running their contract suites: for
     /// tests and tools whose destinations were verified elsewhere.
-    pub async fn load(pool: &PgPool) -> sqlx::Result<Self> {
+    pub async fn load<'e, E>(executor: E) -> sqlx::Result<Self>
+    where
+        E: sqlx::Executor<'e, Database = sqlx::Postgres>,
+    {
         let mut adapters = Self::default();
-        for row in adapter_store::all(pool).await? {
+        for row in adapter_store::all(executor).await? {
             adapters.insert(
                 row.name,
                 Arc::new(HttpAdapter::new(&row.base_url, row.contract)),

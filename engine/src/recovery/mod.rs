@@ -272,10 +272,18 @@ async fn bind_restored_request(
     locked: &StepFacts,
 ) -> Result<(), ActionError> {
     let key = RequestKey::from(locked.request_key.clone().unwrap_or_default());
+    let adapters = crate::adapter::registry::Adapters::load(&mut *conn).await?;
+    let name = locked.adapter.as_deref().unwrap_or_default();
+    let (adapter, _) = adapters.get(name).ok_or_else(|| {
+        ActionError::Conflict(format!(
+            "Adapter `{name}` is no longer registered, so the request cannot be regenerated."
+        ))
+    })?;
     crate::worker::invoke::bind_regenerated_for(
         conn,
         step_id,
         &key,
+        adapter.as_ref(),
         locked.contract_version.unwrap_or(0),
     )
     .await?;

@@ -9,8 +9,8 @@ use uuid::Uuid;
 use super::{
     StepReport, Worker, WorkerError, adapter_for, parse_input, request_key, settled_state,
 };
-use crate::adapter::{Adapter, WithdrawalObservation};
-use crate::definition::{self, PreparedRequest};
+use crate::adapter::{Adapter, PrepareError, PreparedRequest, WithdrawalObservation};
+use crate::definition::{self, InputError};
 use crate::domain::{
     AttemptOutcome, EventKind, ReceiptMethod, RequestKey, StepState, TransportObservation,
 };
@@ -111,7 +111,7 @@ impl Worker {
     ) -> Result<Obligation, WorkerError> {
         let input = parse_input(step)?;
         let mut tx = self.pool.begin().await?;
-        let prepared = prepare(&mut tx, step, key).await?;
+        let prepared = prepare(&mut tx, step, key, adapter).await?;
         let adapter_name = step.adapter.as_deref().unwrap_or_default();
         if let Some(reason) =
             attempt::authority_check(&mut tx, step.id, attempt, adapter_name, &input.recipient)
@@ -129,7 +129,7 @@ impl Worker {
                 key: key.as_str(),
                 step: step.id,
                 digest: prepared.request_digest.as_str(),
-                summary: &prepared.body,
+                summary: &prepared.summary,
                 adapter: adapter_name,
                 contract_version,
             },
@@ -270,9 +270,14 @@ pub(crate) async fn prepare(
     conn: &mut PgConnection,
     step: &Claimed,
     key: &RequestKey,
+    adapter: &dyn Adapter,
 ) -> Result<PreparedRequest, WorkerError> {
+    let unprepared = |source: PrepareError| WorkerError::Definition {
+        step: step.id,
+        source: InputError::Invalid(source.0),
+    };
     if let Some(target) = &step.withdraws {
-        return Ok(definition::withdrawal_request(key.as_str(), target));
+        return adapter.prepare_withdrawal(key, target).map_err(unprepared);
     }
     let input = parse_input(step)?;
     let deps = step::dependency_facts(conn, step.workflow_id).await?;
@@ -285,12 +290,14 @@ pub(crate) async fn prepare(
     } else {
         step.definition_version
     };
-    definition::prepare_request(version, &step.logical, key.as_str(), &input, &deps).map_err(
-        |source| WorkerError::Definition {
+    let rendered = definition::prepare_request(version, &step.logical, key.as_str(), &input, &deps)
+        .map_err(|source| WorkerError::Definition {
             step: step.id,
             source,
-        },
-    )
+        })?;
+    adapter
+        .prepare(key, &rendered.request, &rendered.content_digest)
+        .map_err(unprepared)
 }
 
 /// Binds the regenerated request to `key` where no identity was persisted: a step restored
@@ -300,6 +307,7 @@ pub async fn bind_regenerated(
     conn: &mut PgConnection,
     step: &Claimed,
     key: &RequestKey,
+    adapter: &dyn Adapter,
     contract_version: i32,
 ) -> Result<(), WorkerError> {
     if request::request_identity(conn, key.as_str())
@@ -308,14 +316,14 @@ pub async fn bind_regenerated(
     {
         return Ok(());
     }
-    let prepared = prepare(conn, step, key).await?;
+    let prepared = prepare(conn, step, key, adapter).await?;
     request::bind_request(
         conn,
         &request::RequestIdentity {
             key: key.as_str(),
             step: step.id,
             digest: prepared.request_digest.as_str(),
-            summary: &prepared.body,
+            summary: &prepared.summary,
             adapter: step.adapter.as_deref().unwrap_or_default(),
             contract_version,
         },
@@ -330,10 +338,11 @@ pub async fn bind_regenerated_for(
     conn: &mut PgConnection,
     step: Uuid,
     key: &RequestKey,
+    adapter: &dyn Adapter,
     contract_version: i32,
 ) -> Result<(), WorkerError> {
     let Some(claimed) = step::read_claimed(conn, step).await? else {
         return Err(sqlx::Error::RowNotFound.into());
     };
-    bind_regenerated(conn, &claimed, key, contract_version).await
+    bind_regenerated(conn, &claimed, key, adapter, contract_version).await
 }

@@ -186,13 +186,13 @@ impl Hold<'_> {
                 // Restored from a backup older than the request identity: regenerate the request,
                 // and count the time since the step was found, less a deadline, as the index's.
                 None => {
-                    let prepared = prepare(&mut conn, step, key).await?;
+                    let prepared = prepare(&mut conn, step, key, adapter).await?;
                     let found = step.unknown_since.map_or(0, |at| {
                         (self.now.unwrap_or_else(Utc::now) - at).num_milliseconds()
                     });
                     (
                         prepared.request_digest.to_string(),
-                        prepared.body,
+                        prepared.summary,
                         found - deadline_ms,
                     )
                 }
@@ -251,8 +251,8 @@ impl Hold<'_> {
         // Found by a lookup after a restore older than the request identity: the regenerated
         // request the lookup compared is the one the receipt names.
         if method == ReceiptMethod::StatusQuery {
-            let (_, contract_version) = adapter_for(self.adapters, step)?;
-            bind_regenerated(tx, step, key, contract_version).await?;
+            let (adapter, contract_version) = adapter_for(self.adapters, step)?;
+            bind_regenerated(tx, step, key, adapter.as_ref(), contract_version).await?;
         }
         let receipt = NewReceipt {
             step: step.id,

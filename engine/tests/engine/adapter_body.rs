@@ -86,9 +86,10 @@ async fn a_delivery_answered_with_an_endless_body_is_an_unknown_outcome_read_no_
  {
     for declared in [false, true] {
         let (url, sent) = flooding_server(201, declared).await;
-        let request = engine::definition::withdrawal_request("k", "x-1");
+        let adapter = adapter(&url);
+        let request = adapter.prepare_withdrawal(&key(), "x-1").unwrap();
 
-        let seen = adapter(&url).deliver(&key(), &request).await;
+        let seen = adapter.deliver(&key(), &request).await;
 
         assert_eq!(seen.outcome(), AttemptOutcome::OutcomeUnknown);
         match &seen {

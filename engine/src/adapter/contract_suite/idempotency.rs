@@ -60,7 +60,7 @@ impl Run<'_> {
 
     pub(super) async fn concurrent(&self) -> Result<String, String> {
         let key = self.key("concurrent");
-        let request = Self::request(&key, &self.digest("concurrent"));
+        let request = self.request(&key, &self.digest("concurrent"))?;
         let sends = (0..CONCURRENT_SENDS)
             .map(|_| self.adapter.deliver(&key, &request))
             .collect();

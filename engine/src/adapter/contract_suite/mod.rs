@@ -27,8 +27,8 @@ use serde_json::json;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use crate::adapter::PreparedRequest;
 use crate::adapter::{Adapter, BoxFuture, LookupObservation, WithdrawalObservation};
-use crate::definition::PreparedRequest;
 use crate::domain::{Compensation, InputDigest, RequestKey, TransportObservation};
 
 /// The recipient of every probe delivery the suite makes.
@@ -213,23 +213,22 @@ impl Run<'_> {
         InputDigest::of_bytes(format!("contract-suite/{}/{label}", self.id.simple()).as_bytes())
     }
 
-    /// A synthetic request following the destination protocol.
-    fn request(key: &RequestKey, digest: &InputDigest) -> PreparedRequest {
-        let body = json!({
-            "client_reference": key.as_str(),
-            "digest": digest.as_str(),
+    /// A synthetic request: the probe the adapter shapes for its destination.
+    fn request(&self, key: &RequestKey, digest: &InputDigest) -> Result<PreparedRequest, String> {
+        let probe = json!({
             "recipient": PROBE_RECIPIENT,
             "summary": "Z29C contract suite probe; not a document",
         });
-        PreparedRequest {
-            request_digest: InputDigest::of_json(&body),
-            content_digest: digest.clone(),
-            body,
-        }
+        self.adapter
+            .prepare(key, &probe, digest)
+            .map_err(|e| format!("the adapter could not prepare its probe: {e}"))
     }
 
     async fn deliver(&self, key: &RequestKey, digest: &InputDigest) -> TransportObservation {
-        self.adapter.deliver(key, &Self::request(key, digest)).await
+        match self.request(key, digest) {
+            Ok(request) => self.adapter.deliver(key, &request).await,
+            Err(detail) => TransportObservation::UnreadableResponse { status: 0, detail },
+        }
     }
 
     /// Delivers a probe and returns its external reference, or why there is none.
