@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::definition::{self, InputError, StepKind};
+use crate::definition::{Catalog, CatalogError, Definition, InputError, StepKind};
 use crate::domain::{EventKind, InputDigest, StepState};
 use crate::store::journal::{self, Actor, AuditEntry};
 use crate::store::step::{self, NewStep};
@@ -16,7 +16,7 @@ pub struct NewWorkflow {
     /// Client-supplied; the same key with the same input returns the existing workflow.
     pub creation_key: String,
     pub definition: String,
-    /// The definition version; the newest this code knows when absent.
+    /// The definition version; the newest applied when absent.
     pub version: Option<i32>,
     pub input: Value,
 }
@@ -35,6 +35,8 @@ pub enum Started {
 pub enum StartError {
     #[error(transparent)]
     Input(#[from] InputError),
+    #[error(transparent)]
+    Definition(CatalogError),
     #[error(
         "creation key `{key}` already started a workflow with input {existing}; this input has digest {requested}"
     )]
@@ -59,22 +61,26 @@ pub async fn start_workflow(
     actor: Actor<'_>,
 ) -> Result<Started, StartError> {
     refuse_unstorable(&new)?;
-    let version = new.version.unwrap_or(
-        *definition::DOCUMENT_DELIVERY_VERSIONS
-            .last()
-            .expect("a version"),
-    );
-    let input = definition::normalize_input(&new.definition, version, &new.input)?;
+    let definition = match new.version {
+        Some(version) => Catalog::get(pool, &new.definition, version).await,
+        None => Catalog::newest(&mut *pool.acquire().await?, &new.definition).await,
+    }
+    .map_err(|e| match e {
+        CatalogError::Unknown(input) => StartError::Input(input),
+        CatalogError::Sqlx(e) => StartError::Sqlx(e),
+        other => StartError::Definition(other),
+    })?;
+    let version = definition.version();
+    let input = definition.normalize(&new.input)?;
+    definition.subject(&input)?;
     let digest = InputDigest::of_json(&input);
-    let adapters: Vec<String> = ["adapter", "notify_adapter"]
-        .iter()
-        .filter_map(|f| input[f].as_str().map(str::to_owned))
-        .collect();
+    let adapters = adapters_of(&definition, &input)?;
 
     let mut tx = pool.begin().await?;
     let known = crate::store::adapter::all(&mut *tx).await?;
     if let Some(missing) = adapters
         .iter()
+        .flat_map(|(_, a)| a)
         .find(|a| !known.iter().any(|k| &&k.name == a))
     {
         return Err(StartError::UnknownAdapter(missing.clone()));
@@ -94,7 +100,7 @@ pub async fn start_workflow(
             .ok_or(sqlx::Error::RowNotFound)?;
         return existing_or_conflict(existing, new, version, &digest);
     }
-    insert_steps(&mut tx, id, version, &input).await?;
+    insert_steps(&mut tx, id, &definition, &adapters).await?;
     journal::emit(&mut tx, id, 1, EventKind::WorkflowStarted, &json!({ "creation_key": new.creation_key, "definition": new.definition, "version": version })).await?;
     journal::audit(
         &mut tx,
@@ -155,20 +161,33 @@ fn existing_or_conflict(
     }
 }
 
+/// The adapter each step of a workflow with `input` calls (none for a pure step).
+fn adapters_of(
+    definition: &Definition,
+    input: &Value,
+) -> Result<Vec<(String, Option<String>)>, InputError> {
+    definition
+        .steps()
+        .iter()
+        .map(|spec| {
+            let adapter = match spec.kind {
+                StepKind::Pure => None,
+                _ => Some(definition.adapter_for(&spec.logical, input)?),
+            };
+            Ok((spec.logical.clone(), adapter))
+        })
+        .collect()
+}
+
 /// The definition's steps for a new workflow: those without dependencies ready, the rest
 /// blocked until their dependencies' receipts exist.
 async fn insert_steps(
     conn: &mut sqlx::PgConnection,
     workflow: Uuid,
-    version: i32,
-    input: &Value,
+    definition: &Definition,
+    adapters: &[(String, Option<String>)],
 ) -> sqlx::Result<()> {
-    for spec in definition::document_delivery_steps() {
-        let adapter = match (spec.kind, spec.logical) {
-            (StepKind::Pure, _) => None,
-            (_, "notify") => input["notify_adapter"].as_str(),
-            _ => input["adapter"].as_str(),
-        };
+    for (spec, (_, adapter)) in definition.steps().iter().zip(adapters) {
         let state = if spec.depends_on.is_empty() {
             StepState::Ready
         } else {
@@ -178,13 +197,13 @@ async fn insert_steps(
             conn,
             &NewStep {
                 workflow,
-                logical: spec.logical,
-                definition_version: version,
+                logical: &spec.logical,
+                definition_version: definition.version(),
                 kind: spec.kind,
-                adapter,
+                adapter: adapter.as_deref(),
                 state,
-                depends_on: spec.depends_on.iter().map(|s| s.to_string()).collect(),
-                required_fields: spec.required_fields.iter().map(|s| s.to_string()).collect(),
+                depends_on: spec.depends_on.clone(),
+                required_fields: spec.required_fields.clone(),
                 accepts_waiver: spec.accepts_waiver,
             },
         )

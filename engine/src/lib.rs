@@ -32,6 +32,8 @@ pub mod embedded_pg;
 #[cfg(feature = "runtime")]
 pub mod failpoint;
 #[cfg(feature = "runtime")]
+pub mod file_error;
+#[cfg(feature = "runtime")]
 pub mod intake;
 #[cfg(feature = "runtime")]
 pub mod operators;

@@ -56,7 +56,14 @@ pub async fn review_queue(
         Vec::new()
     };
     Ok(QueuePage {
-        items: rows.into_iter().map(|r| queue_item(r, now)).collect(),
+        items: {
+            let mut items = Vec::with_capacity(rows.len());
+            for row in rows {
+                let words = step_words(&pool, &row).await?;
+                items.push(queue_item(row, &words, now));
+            }
+            items
+        },
         incidents: incidents
             .into_iter()
             .map(|i| incident_item(i, now))
@@ -64,10 +71,15 @@ pub async fn review_queue(
         next,
         by_state: counts.by_state,
         by_adapter: counts.by_adapter,
-        definitions: engine::definition::DEFINITIONS
-            .iter()
-            .map(|d| (*d).to_owned())
-            .collect(),
+        definitions: {
+            let mut names: Vec<String> = engine::store::definition::all(&pool)
+                .await?
+                .into_iter()
+                .map(|d| d.name)
+                .collect();
+            names.dedup();
+            names
+        },
         found,
         alerts: engine::read::alerts::open(&pool)
             .await?
@@ -132,21 +144,36 @@ async fn search_steps(
         .collect())
 }
 
-/// One queue row as the page lists it, with the customer's sentence for a delivery.
+/// The words the row's definition gives its step (compiled once per process and version).
+#[cfg(feature = "ssr")]
+async fn step_words(
+    pool: &sqlx::PgPool,
+    r: &engine::read::queue::QueueRow,
+) -> Result<engine::domain::words::StepWords, sqlx::Error> {
+    use engine::definition::{Catalog, CatalogError};
+    match Catalog::get(pool, &r.definition_name, r.definition_version).await {
+        Ok(definition) => Ok(definition.words(&r.logical)),
+        Err(CatalogError::Sqlx(e)) => Err(e),
+        Err(_) => Ok(engine::domain::words::StepWords::named(&r.logical)),
+    }
+}
+
+/// One queue row as the page lists it, with the customer's sentence in its definition's words.
 #[cfg(feature = "ssr")]
 fn queue_item(
     r: engine::read::queue::QueueRow,
+    words: &engine::domain::words::StepWords,
     now: chrono::DateTime<chrono::Utc>,
 ) -> super::types::QueueItem {
-    let sentence = (r.logical == "deliver").then(|| {
-        use engine::domain::words::{DuplicateStatus, delivery_sentence};
+    let sentence = {
+        use engine::domain::words::{DuplicateStatus, status_sentence};
         let duplicate = if r.open_incident {
             DuplicateStatus::Open
         } else {
             DuplicateStatus::None
         };
-        delivery_sentence(r.state, None, duplicate)
-    });
+        Some(status_sentence(words, r.state, None, duplicate))
+    };
     super::types::QueueItem {
         step_id: r.step_id.to_string(),
         workflow_id: r.workflow_id.to_string(),

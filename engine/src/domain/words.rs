@@ -1,5 +1,7 @@
 //! The words people see on the status page (docs/DESIGN.md §14).
 
+use serde::{Deserialize, Serialize};
+
 use super::state::StepState;
 
 /// How a duplicate-effect incident on the delivery stands.
@@ -13,15 +15,53 @@ pub enum DuplicateStatus {
     AcceptedUnresolved,
 }
 
-/// The one sentence the user-facing status page shows for a document delivery.
-pub fn delivery_sentence(
-    deliver: StepState,
+/// The words a definition gives one step (docs/DESIGN.md §14): a noun and who makes the
+/// effect, and any of the five status sentences written out in full.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepWords {
+    /// "Payment": reads "Payment may have completed; checking its status".
+    pub noun: String,
+    /// "the payment service": reads "Waiting for the payment service".
+    pub service: String,
+    pub waiting: Option<String>,
+    pub in_flight: Option<String>,
+    pub unknown: Option<String>,
+    /// `{reference}` stands for the external reference.
+    pub succeeded: Option<String>,
+    pub review: Option<String>,
+}
+
+impl StepWords {
+    /// Words for a step its definition gave none: its own name, and "the destination".
+    pub fn named(logical: &str) -> Self {
+        let mut noun: Vec<char> = logical.replace('_', " ").chars().collect();
+        if let Some(first) = noun.first_mut() {
+            *first = first.to_ascii_uppercase();
+        }
+        StepWords {
+            noun: noun.into_iter().collect(),
+            service: "the destination".to_owned(),
+            waiting: None,
+            in_flight: None,
+            unknown: None,
+            succeeded: None,
+            review: None,
+        }
+    }
+}
+
+/// The one sentence the user-facing status page shows for a step, in its definition's words.
+pub fn status_sentence(
+    words: &StepWords,
+    state: StepState,
     external_reference: Option<&str>,
     duplicate: DuplicateStatus,
 ) -> String {
-    match (deliver, duplicate) {
+    let noun = &words.noun;
+    let or = |given: &Option<String>, made: String| given.clone().unwrap_or(made);
+    match (state, duplicate) {
         (_, DuplicateStatus::Open) => {
-            "Delivery happened more than once; an operator is reviewing the duplicate".to_owned()
+            format!("{noun} happened more than once; an operator is reviewing the duplicate")
         }
         (_, DuplicateStatus::WithdrawalRequested) => {
             "Completed with duplicate effect; withdrawal of the duplicate requested".to_owned()
@@ -32,32 +72,49 @@ pub fn delivery_sentence(
         (_, DuplicateStatus::AcceptedUnresolved) => {
             "Completed with unresolved duplicate".to_owned()
         }
-        (StepState::Blocked | StepState::Ready, DuplicateStatus::None) => {
-            "Request recorded; delivery has not started".to_owned()
-        }
+        (StepState::Blocked | StepState::Ready, DuplicateStatus::None) => or(
+            &words.waiting,
+            format!("Request recorded; {} has not started", noun.to_lowercase()),
+        ),
         (StepState::Running | StepState::Invoking, DuplicateStatus::None) => {
-            "Waiting for the delivery service".to_owned()
+            or(&words.in_flight, format!("Waiting for {}", words.service))
         }
-        (StepState::OutcomeUnknown, DuplicateStatus::None) => {
-            "Delivery may have completed; checking its status".to_owned()
-        }
+        (StepState::OutcomeUnknown, DuplicateStatus::None) => or(
+            &words.unknown,
+            format!("{noun} may have completed; checking its status"),
+        ),
         (StepState::Succeeded, DuplicateStatus::None) => match external_reference {
-            Some(reference) => format!(
-                "Delivery verified from external reference {}",
-                displayable(reference)
-            ),
-            None => "Delivery verified".to_owned(),
+            Some(reference) => match &words.succeeded {
+                Some(sentence) => sentence.replace("{reference}", &displayable(reference)),
+                None => format!(
+                    "{noun} verified from external reference {}",
+                    displayable(reference)
+                ),
+            },
+            None => format!("{noun} verified"),
         },
-        (StepState::ReviewRequired, DuplicateStatus::None) => {
-            "Delivery status cannot be verified automatically; review required".to_owned()
-        }
+        (StepState::ReviewRequired, DuplicateStatus::None) => or(
+            &words.review,
+            format!("{noun} status cannot be verified automatically; review required"),
+        ),
         (StepState::Rejected, DuplicateStatus::None) => {
-            "The delivery service rejected the request; review required".to_owned()
+            format!(
+                "{} rejected the request; review required",
+                capitalized(&words.service)
+            )
         }
         (StepState::Waived, DuplicateStatus::None) => {
-            "Delivery accepted by an operator without proof; the uncertainty is recorded".to_owned()
+            format!("{noun} accepted by an operator without proof; the uncertainty is recorded")
         }
-        (StepState::Cancelled, DuplicateStatus::None) => "Delivery cancelled".to_owned(),
+        (StepState::Cancelled, DuplicateStatus::None) => format!("{noun} cancelled"),
+    }
+}
+
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
     }
 }
 
@@ -86,17 +143,35 @@ pub fn displayable(text: &str) -> String {
 
 /// The sentence for a delivery whose cancellation, after it was delivered, asked the
 /// destination to withdraw it: requested until the withdrawal's receipt, then done.
-pub fn withdrawal_sentence(withdrawn: bool) -> String {
+pub fn withdrawal_sentence(words: &StepWords, withdrawn: bool) -> String {
+    let noun = &words.noun;
     if withdrawn {
-        "Delivery withdrawn after cancellation".to_owned()
+        format!("{noun} withdrawn after cancellation")
     } else {
-        "Delivery cancelled after it was made; withdrawal requested".to_owned()
+        format!("{noun} cancelled after it was made; withdrawal requested")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The words `document_delivery` gives its delivery step.
+    fn delivery() -> StepWords {
+        StepWords {
+            noun: "Delivery".into(),
+            service: "the delivery service".into(),
+            ..StepWords::named("deliver")
+        }
+    }
+
+    fn delivery_sentence(
+        state: StepState,
+        reference: Option<&str>,
+        duplicate: DuplicateStatus,
+    ) -> String {
+        status_sentence(&delivery(), state, reference, duplicate)
+    }
 
     #[test]
     fn an_external_reference_cannot_reorder_or_hide_the_sentence_around_it() {

@@ -17,6 +17,8 @@ pub struct QueueRow {
     pub workflow_id: Uuid,
     pub creation_key: String,
     pub logical: String,
+    pub definition_name: String,
+    pub definition_version: i32,
     pub state: StepState,
     pub adapter: Option<String>,
     /// The adapter's capabilities in a few words.
@@ -59,7 +61,8 @@ pub async fn queue(
 ) -> sqlx::Result<Vec<QueueRow>> {
     let (after_at, after_id) = after.unzip();
     let rows = sqlx::query!(
-        r#"select s.id, s.workflow_id, w.creation_key, s.logical, s.state as "state: StepState",
+        r#"select s.id, s.workflow_id, w.creation_key, s.logical, w.definition_name,
+                  s.definition_version, s.state as "state: StepState",
                   s.adapter, a.contract as "contract?", s.unknown_since as "unknown_since!: DateTime<Utc>",
                   s.attempt_count, s.request_key,
                   exists(select 1 from integrity_incident i where i.step_id = s.id and i.resolved_at is null) as "open_incident!"
@@ -92,6 +95,8 @@ pub async fn queue(
             workflow_id: r.workflow_id,
             creation_key: r.creation_key,
             logical: r.logical,
+            definition_name: r.definition_name,
+            definition_version: r.definition_version,
             state: r.state,
             adapter: r.adapter,
             capabilities: r

@@ -6,9 +6,10 @@ use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
+use crate::definition::Catalog;
 use crate::domain::StepState;
 use crate::domain::WorkflowState;
-use crate::domain::words::{DuplicateStatus, delivery_sentence, withdrawal_sentence};
+use crate::domain::words::{DuplicateStatus, StepWords, status_sentence, withdrawal_sentence};
 
 /// One step as the status projection shows it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -71,11 +72,27 @@ pub async fn project_on(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
     )
     .fetch_all(&mut *conn)
     .await?;
-    let mut sentence = "Request recorded; delivery has not started".to_owned();
+    // The sentence speaks of the definition's status step, in the definition's words.
+    let (status_step, words) = match Catalog::get(
+        &mut *conn,
+        &workflow.definition_name,
+        workflow.definition_version,
+    )
+    .await
+    {
+        Ok(definition) => {
+            let step = definition.status_step().to_owned();
+            let words = definition.words(&step);
+            (step, words)
+        }
+        Err(crate::definition::CatalogError::Sqlx(e)) => return Err(e),
+        Err(_) => ("deliver".to_owned(), StepWords::named("step")),
+    };
+    let mut sentence = status_sentence(&words, StepState::Ready, None, DuplicateStatus::None);
     let steps = rows
         .into_iter()
         .map(|r| {
-            if r.logical == "deliver" {
+            if r.logical == status_step {
                 let duplicate = match r.duplicate.as_deref() {
                     Some("open") => DuplicateStatus::Open,
                     Some("withdrawn") if r.withdrawals_done == Some(true) => {
@@ -86,8 +103,10 @@ pub async fn project_on(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
                     _ => DuplicateStatus::None,
                 };
                 sentence = match r.cancel_withdrawn {
-                    Some(withdrawn) => withdrawal_sentence(withdrawn),
-                    None => delivery_sentence(r.state, r.external_reference.as_deref(), duplicate),
+                    Some(withdrawn) => withdrawal_sentence(&words, withdrawn),
+                    None => {
+                        status_sentence(&words, r.state, r.external_reference.as_deref(), duplicate)
+                    }
                 };
             }
             StepStatus {

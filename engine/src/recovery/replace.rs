@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use crate::definition::{self, DOCUMENT_DELIVERY, DOCUMENT_DELIVERY_VERSIONS, StepKind};
+use crate::definition::{Catalog, CatalogError, StepKind};
 use crate::domain::{EventKind, InputDigest, RequestKey, StepKey, StepState};
 use crate::store::action::{self, StepFacts};
 use crate::store::journal::{self, Actor, AuditEntry};
@@ -100,10 +100,16 @@ pub(crate) async fn create_replacement(
             "This step was replaced already; open its replacement.".into(),
         ));
     }
-    let newest = *DOCUMENT_DELIVERY_VERSIONS.last().expect("a version");
     let workflow = workflow::by_id(&mut *conn, locked.workflow_id)
         .await?
         .ok_or(ActionError::NotFound)?;
+    let definition = Catalog::newest(&mut *conn, &workflow.definition_name)
+        .await
+        .map_err(|e| match e {
+            CatalogError::Sqlx(e) => ActionError::from(e),
+            other => ActionError::Conflict(format!("The replacement cannot be made: {other}.")),
+        })?;
+    let newest = definition.version();
     let corrected = match corrected {
         None => None,
         // PostgreSQL stores no NUL character in text or jsonb, and intake refuses it the same way.
@@ -113,7 +119,8 @@ pub(crate) async fn create_replacement(
             ));
         }
         Some(input) => {
-            let normalized = definition::normalize_input(DOCUMENT_DELIVERY, newest, input)
+            let normalized = definition
+                .normalize(input)
                 .map_err(|e| ActionError::Invalid(format!("The corrected {e}.")))?;
             let digest = InputDigest::of_json(&normalized);
             Some((normalized, digest))

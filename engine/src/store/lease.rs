@@ -38,7 +38,7 @@ pub async fn claim(
                   updated_at = now()
              from due, workflow w
             where s.id = due.id and w.id = s.workflow_id
-           returning s.id, s.workflow_id, s.logical, s.definition_version,
+           returning s.id, s.workflow_id, s.logical, w.definition_name, s.definition_version,
                      s.kind as "kind: StepKind", s.adapter,
                      s.state as "state: StepState", s.request_key, s.attempt_count,
                      s.unknown_since as "unknown_since: _",
@@ -70,7 +70,7 @@ pub async fn lease_for_operator(
              from workflow w
             where s.id = $1 and w.id = s.workflow_id
               and (s.lease_expires_at is null or s.lease_expires_at < now())
-           returning s.id, s.workflow_id, s.logical, s.definition_version,
+           returning s.id, s.workflow_id, s.logical, w.definition_name, s.definition_version,
                      s.kind as "kind: StepKind", s.adapter,
                      s.state as "state: StepState", s.request_key, s.attempt_count,
                      s.unknown_since as "unknown_since: _",

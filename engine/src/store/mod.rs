@@ -8,6 +8,7 @@ pub mod attempt;
 pub mod authorization;
 pub mod bulk;
 pub mod compensation;
+pub mod definition;
 pub mod guard;
 pub mod incident;
 pub mod incident_resolution;

@@ -53,6 +53,7 @@ pub struct Claimed {
     pub id: Uuid,
     pub workflow_id: Uuid,
     pub logical: String,
+    pub definition_name: String,
     pub definition_version: i32,
     pub kind: StepKind,
     pub adapter: Option<String>,
@@ -76,7 +77,7 @@ pub struct Claimed {
 pub async fn read_claimed(conn: &mut PgConnection, step: Uuid) -> sqlx::Result<Option<Claimed>> {
     sqlx::query_as!(
         Claimed,
-        r#"select s.id, s.workflow_id, s.logical, s.definition_version,
+        r#"select s.id, s.workflow_id, s.logical, w.definition_name, s.definition_version,
                   s.kind as "kind: StepKind", s.adapter,
                   s.state as "state: StepState", s.request_key, s.attempt_count,
                   s.unknown_since as "unknown_since: _",

@@ -7,10 +7,10 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{
-    StepReport, Worker, WorkerError, adapter_for, parse_input, request_key, settled_state,
+    StepReport, Worker, WorkerError, adapter_for, definition_of, request_key, settled_state,
 };
 use crate::adapter::{Adapter, PrepareError, PreparedRequest, WithdrawalObservation};
-use crate::definition::{self, InputError};
+use crate::definition::InputError;
 use crate::domain::{
     AttemptOutcome, EventKind, ReceiptMethod, RequestKey, StepState, TransportObservation,
 };
@@ -21,13 +21,19 @@ use crate::store::{attempt, lease, request, workflow};
 impl Worker {
     /// A pure step: a deterministic transform of the input, with no boundary to cross.
     pub(super) async fn run_pure(&self, step: &Claimed) -> Result<StepReport, WorkerError> {
-        let input = parse_input(step)?;
-        let output = definition::render(&input);
+        let definition = definition_of(&self.pool, step).await?;
         let attempt = match step.attempt {
             Some(attempt) => attempt,
             None => self.open_attempt(step).await?,
         };
         let mut tx = self.pool.begin().await?;
+        let dependencies = step::dependency_facts(&mut tx, step.workflow_id).await?;
+        let output = definition
+            .run_pure(&step.logical, &step.workflow_input, &dependencies)
+            .map_err(|source| WorkerError::Definition {
+                step: step.id,
+                source,
+            })?;
         attempt::end_pure_attempt(&mut tx, attempt).await?;
         step::complete_pure(&mut tx, step.id, &self.config.name, &output).await?;
         step::release_dependants(&mut tx, step.workflow_id).await?;
@@ -109,13 +115,18 @@ impl Worker {
         adapter: &dyn Adapter,
         contract_version: i32,
     ) -> Result<Obligation, WorkerError> {
-        let input = parse_input(step)?;
+        let subject = definition_of(&self.pool, step)
+            .await?
+            .subject(&step.workflow_input)
+            .map_err(|source| WorkerError::Definition {
+                step: step.id,
+                source,
+            })?;
         let mut tx = self.pool.begin().await?;
         let prepared = prepare(&mut tx, step, key, adapter).await?;
         let adapter_name = step.adapter.as_deref().unwrap_or_default();
         if let Some(reason) =
-            attempt::authority_check(&mut tx, step.id, attempt, adapter_name, &input.recipient)
-                .await?
+            attempt::authority_check(&mut tx, step.id, attempt, adapter_name, &subject).await?
         {
             let observation = TransportObservation::AuthorityDenied { reason };
             let report = self
@@ -279,18 +290,25 @@ pub(crate) async fn prepare(
     if let Some(target) = &step.withdraws {
         return adapter.prepare_withdrawal(key, target).map_err(unprepared);
     }
-    let input = parse_input(step)?;
-    let deps = step::dependency_facts(conn, step.workflow_id).await?;
+    let deps = step::dependency_facts(&mut *conn, step.workflow_id).await?;
     // The harness's broken rule: recovery regenerates the request under the newest
     // definition instead of the one the workflow started with.
-    let version = if step.state == StepState::OutcomeUnknown
+    let definition = if step.state == StepState::OutcomeUnknown
         && failpoint::broken(BrokenRule::RegenerateWithNewest)
     {
-        definition::DOCUMENT_DELIVERY_VERSIONS[definition::DOCUMENT_DELIVERY_VERSIONS.len() - 1]
+        let newest = crate::store::definition::newest_version(&mut *conn, &step.definition_name)
+            .await?
+            .unwrap_or(step.definition_version);
+        let newest = Claimed {
+            definition_version: newest,
+            ..step.clone()
+        };
+        definition_of(&mut *conn, &newest).await?
     } else {
-        step.definition_version
+        definition_of(&mut *conn, step).await?
     };
-    let rendered = definition::prepare_request(version, &step.logical, key.as_str(), &input, &deps)
+    let rendered = definition
+        .render_request(&step.logical, key.as_str(), &step.workflow_input, &deps)
         .map_err(|source| WorkerError::Definition {
             step: step.id,
             source,

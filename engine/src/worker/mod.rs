@@ -23,7 +23,7 @@ use uuid::Uuid;
 
 use crate::adapter::Adapter;
 use crate::adapter::registry::Adapters;
-use crate::definition::{self, DocumentDeliveryInput, StepKind};
+use crate::definition::{self, Catalog, CatalogError, Definition, StepKind};
 use crate::domain::{AttemptOutcome, RequestKey, StepKey, StepState};
 use crate::store::guard::{self, GuardedError};
 use crate::store::lease;
@@ -355,10 +355,25 @@ fn settled_state(settle: Settle) -> StepState {
     }
 }
 
-/// The workflow input the step's definition reads.
-pub(crate) fn parse_input(step: &Claimed) -> Result<DocumentDeliveryInput, WorkerError> {
-    serde_json::from_value(step.workflow_input.clone()).map_err(|e| WorkerError::Definition {
-        step: step.id,
-        source: definition::InputError::Invalid(e.to_string()),
-    })
+/// The definition (at the version the workflow started with) the step belongs to.
+pub(crate) async fn definition_of<'e, E>(
+    executor: E,
+    step: &Claimed,
+) -> Result<Arc<Definition>, WorkerError>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Postgres>,
+{
+    Catalog::get(executor, &step.definition_name, step.definition_version)
+        .await
+        .map_err(|e| match e {
+            CatalogError::Sqlx(e) => WorkerError::Sqlx(e),
+            CatalogError::Unknown(source) => WorkerError::Definition {
+                step: step.id,
+                source,
+            },
+            broken @ CatalogError::Broken { .. } => WorkerError::Definition {
+                step: step.id,
+                source: definition::InputError::Invalid(broken.to_string()),
+            },
+        })
 }

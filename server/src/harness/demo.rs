@@ -331,6 +331,7 @@ fn notices() -> Vec<Scene> {
 /// Starts the demo workflows (once: creation keys make this idempotent) and scripts their
 /// faults at the destinations. Call it before workers start, so no delivery outruns its fault.
 pub async fn seed(pool: &PgPool) -> anyhow::Result<usize> {
+    super::shipped::apply_definitions(pool).await?;
     let client = reqwest::Client::new();
     let mut plans: std::collections::BTreeMap<u16, Vec<FaultRule>> = Default::default();
     let mut created = 0;
@@ -344,7 +345,7 @@ pub async fn seed(pool: &PgPool) -> anyhow::Result<usize> {
             pool,
             NewWorkflow {
                 creation_key: scene.key.to_owned(),
-                definition: engine::definition::DOCUMENT_DELIVERY.to_owned(),
+                definition: "document_delivery".to_owned(),
                 version: None,
                 input,
             },
@@ -358,9 +359,13 @@ pub async fn seed(pool: &PgPool) -> anyhow::Result<usize> {
         let key = deliver_key(workflow.id, workflow.definition_version);
         if scene.predecessor {
             // The same document, already delivered once under this reference.
-            let parsed: engine::definition::DocumentDeliveryInput =
-                serde_json::from_value(workflow.input.clone())?;
-            let rendered = engine::definition::render(&parsed);
+            let definition = engine::definition::Catalog::get(
+                pool,
+                "document_delivery",
+                workflow.definition_version,
+            )
+            .await?;
+            let rendered = definition.run_pure("render", &workflow.input, &json!({}))?;
             client
                 .post(format!("{}/deliveries", base_url(port_of(scene.adapter))))
                 .json(&json!({

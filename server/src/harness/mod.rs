@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod demo;
 pub mod scenario;
+pub mod shipped;
 
 use engine::domain::ContractKind;
 

@@ -13,6 +13,7 @@ use engine::store::token::NewToken;
 use crate::support::app;
 
 async fn setup(pool: &PgPool) -> String {
+    crate::support::shipped(pool).await;
     let contract = engine::adapter::contracts::declared(
         engine::domain::ContractKind::Idempotent,
         2_000,

@@ -93,6 +93,7 @@ pub(crate) fn form_action(html: &str, prefix: &str) -> String {
 
 /// A signed-in session for a new operator with `role`.
 pub(crate) async fn signed_in(pool: &PgPool, role: engine::domain::Role) -> Browser {
+    crate::support::shipped(pool).await;
     let name = format!(
         "{}-{}",
         format!("{role:?}").to_lowercase(),
@@ -131,7 +132,7 @@ pub(crate) async fn step_under_review(pool: &PgPool) -> Uuid {
         pool,
         engine::intake::NewWorkflow {
             creation_key: "console-test".into(),
-            definition: engine::definition::DOCUMENT_DELIVERY.into(),
+            definition: "document_delivery".into(),
             version: None,
             input: serde_json::json!({"adapter": "letters", "recipient": "r-1", "document": {"title": "t", "body": "b"}}),
         },

@@ -595,6 +595,7 @@ async fn signed_in_approver(pool: &PgPool, router: axum::Router) -> Browser {
 
 /// A workflow whose delivery step waits for review, under an opaque adapter.
 async fn step_under_review(pool: &PgPool) -> Uuid {
+    crate::support::shipped(pool).await;
     let contract =
         engine::adapter::contracts::declared(engine::domain::ContractKind::Opaque, 1_000, 0, false);
     engine::store::adapter::upsert(pool, "letters", "http://127.0.0.1:9", &contract)
@@ -602,7 +603,7 @@ async fn step_under_review(pool: &PgPool) -> Uuid {
         .unwrap();
     let new = engine::intake::NewWorkflow {
         creation_key: "fuzz-existing".into(),
-        definition: engine::definition::DOCUMENT_DELIVERY.into(),
+        definition: "document_delivery".into(),
         version: None,
         input: json!({"adapter": "letters", "recipient": "r-1", "document": {"title": "t", "body": "b"}}),
     };

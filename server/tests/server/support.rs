@@ -13,6 +13,13 @@ pub fn app(pool: PgPool) -> axum::Router {
     })
 }
 
+/// Applies the definitions shipped in the repository, as the demo does.
+pub async fn shipped(pool: &PgPool) {
+    server::harness::shipped::apply_definitions(pool)
+        .await
+        .unwrap();
+}
+
 /// Rows a server test starts from that no API call produces on demand, each named for the
 /// situation it stands for; the SQL for each is written here once.
 pub mod fixture {

@@ -7,7 +7,6 @@ use destinations::{
     Config, Fault, FaultPlan, FaultRule, Kind, Ledger, Match, Operation, RunningDestination,
 };
 use engine::adapter::registry::Adapters;
-use engine::definition::DOCUMENT_DELIVERY;
 use engine::intake::{NewWorkflow, Started, start_workflow};
 use engine::store::journal::Actor;
 use engine::worker::{StepReport, Worker, WorkerConfig};
@@ -51,6 +50,18 @@ pub fn worker_config(name: &str) -> WorkerConfig {
     config
 }
 
+/// The definitions shipped in the repository's `definitions/`, applied to `pool`.
+pub async fn apply_shipped_definitions(pool: &PgPool) {
+    for source in [
+        include_str!("../../../../definitions/document_delivery.v1.yaml"),
+        include_str!("../../../../definitions/document_delivery.v2.yaml"),
+    ] {
+        engine::definition::apply(pool, source, "test", false)
+            .await
+            .unwrap();
+    }
+}
+
 impl Harness {
     /// Everything for `kind`, with the adapter's deadline and the destination's visibility window.
     pub async fn new(pool: PgPool, kind: Kind, deadline_ms: u64, window_ms: u64) -> Self {
@@ -67,6 +78,7 @@ impl Harness {
         engine::store::adapter::upsert(&pool, "docs", &destination.base_url(), &contract)
             .await
             .unwrap();
+        apply_shipped_definitions(&pool).await;
         let adapters = Adapters::load(&pool).await.unwrap();
         let worker = Worker::new(pool.clone(), worker_config("worker-1"), adapters);
         Self {
@@ -91,7 +103,7 @@ impl Harness {
             &self.pool,
             NewWorkflow {
                 creation_key: key.to_owned(),
-                definition: DOCUMENT_DELIVERY.to_owned(),
+                definition: "document_delivery".to_owned(),
                 version: None,
                 input: json!({"adapter": "docs", "recipient": "r-1", "document": {"title": key, "body": "hello"}}),
             },

@@ -62,6 +62,7 @@ pub async fn engine(args: EngineBenchArgs) -> anyhow::Result<()> {
             .run(&pool)
             .await
             .context("migrating the bench database")?;
+        crate::harness::shipped::apply_definitions(&pool).await?;
     }
     let destination = if args.http {
         Some(http_destination(&db).await?)
@@ -247,7 +248,7 @@ async fn seed(
                     &pool,
                     engine::intake::NewWorkflow {
                         creation_key: format!("bench-{tag}-{i}"),
-                        definition: engine::definition::DOCUMENT_DELIVERY.into(),
+                        definition: "document_delivery".into(),
                         version: None,
                         input: serde_json::json!({"adapter": adapter, "recipient": format!("r-{i}"),
                             "document": {"title": format!("Document {i}"), "body": "benchmark"}}),

@@ -207,6 +207,7 @@ async fn run_one(
     }
     let (url, pool) = database(db, admin, name).await?;
     engine::db::MIGRATOR.run(&pool).await?;
+    crate::harness::shipped::apply_definitions(&pool).await?;
     let destination =
         destination(db, admin, &pool, &format!("{name}_dest"), kind_of, "docs").await?;
     let workflows = start_workflows(&pool, name, point, args.workflows).await?;
@@ -262,7 +263,7 @@ async fn start_workflows(
             pool,
             engine::intake::NewWorkflow {
                 creation_key: format!("{name}-{n}"),
-                definition: engine::definition::DOCUMENT_DELIVERY.into(),
+                definition: "document_delivery".into(),
                 // As the previous deployment, which knew only v1, started them.
                 version: (point == RECOVERED_BY_V2).then_some(1),
                 input: serde_json::json!({"adapter": "docs", "recipient": format!("r-{n}"),

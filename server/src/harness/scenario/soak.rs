@@ -91,6 +91,7 @@ pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
     let name = format!("soak_{}", args.seed);
     let (url, pool) = database(&db, &admin, &name).await?;
     engine::db::MIGRATOR.run(&pool).await?;
+    crate::harness::shipped::apply_definitions(&pool).await?;
     let destinations = start_destinations(&db, &admin, &pool, &name, args.workflows).await?;
     let by_kind = start_workflows(&pool, &name, &mut rng, &destinations, args.workflows).await?;
     let run = kill_until_settled(&args, &db, &url, &pool, &mut rng).await?;
@@ -159,7 +160,7 @@ async fn start_workflows(
             pool,
             engine::intake::NewWorkflow {
                 creation_key: format!("{name}-{n}"),
-                definition: engine::definition::DOCUMENT_DELIVERY.into(),
+                definition: "document_delivery".into(),
                 version: None,
                 input: serde_json::json!({"adapter": kind.as_str(), "recipient": format!("r-{n}"),
                     "document": {"title": format!("Soak {n}"), "body": "soak"}}),

@@ -1,0 +1,178 @@
+//! The definitions this process has compiled, and applying new ones.
+//!
+//! A stored definition never changes (docs/DESIGN.md §16), so a compiled one is cached for the
+//! life of the process under its name and version: every worker, page and API handler shares
+//! one compilation, and a definition applied by another process is found on first use, with
+//! no restart and no invalidation.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, PoisonError, RwLock};
+
+use sqlx::{Executor, PgConnection, PgPool, Postgres};
+
+use super::{Definition, InputError};
+use crate::file_error::FileError;
+use crate::store::definition as store;
+
+static COMPILED: LazyLock<RwLock<HashMap<(String, i32), Arc<Definition>>>> =
+    LazyLock::new(Default::default);
+
+/// Why a definition could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error(transparent)]
+    Unknown(#[from] InputError),
+    /// A stored file that no longer compiles: this engine is older or newer than the one that
+    /// applied it.
+    #[error("stored definition `{name}` v{version} does not compile here: {error}")]
+    Broken {
+        name: String,
+        version: i32,
+        error: FileError,
+    },
+    #[error(transparent)]
+    Sqlx(#[from] sqlx::Error),
+}
+
+/// The definitions applied to this database, compiled on first use.
+pub struct Catalog;
+
+impl Catalog {
+    /// Definition `name` version `version`.
+    pub async fn get<'e, E>(
+        executor: E,
+        name: &str,
+        version: i32,
+    ) -> Result<Arc<Definition>, CatalogError>
+    where
+        E: Executor<'e, Database = Postgres>,
+    {
+        let key = (name.to_owned(), version);
+        if let Some(found) = COMPILED
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            return Ok(found.clone());
+        }
+        let Some(source) = store::source(executor, name, version).await? else {
+            return Err(if version_known(name) {
+                InputError::UnknownVersion {
+                    name: name.to_owned(),
+                    version,
+                }
+            } else {
+                InputError::UnknownDefinition(name.to_owned())
+            }
+            .into());
+        };
+        let compiled = Definition::from_source(&source).map_err(|error| CatalogError::Broken {
+            name: name.to_owned(),
+            version,
+            error,
+        })?;
+        let compiled = Arc::new(compiled);
+        COMPILED
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, compiled.clone());
+        Ok(compiled)
+    }
+
+    /// The newest version of `name` applied.
+    pub async fn newest(
+        conn: &mut PgConnection,
+        name: &str,
+    ) -> Result<Arc<Definition>, CatalogError> {
+        let version = store::newest_version(&mut *conn, name)
+            .await?
+            .ok_or_else(|| InputError::UnknownDefinition(name.to_owned()))?;
+        Self::get(conn, name, version).await
+    }
+}
+
+/// Whether some version of `name` is compiled here (to tell "no such version" from "no such
+/// definition" without another query).
+fn version_known(name: &str) -> bool {
+    COMPILED
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .keys()
+        .any(|(n, _)| n == name)
+}
+
+/// What applying a definition file did (or, with `dry_run`, would do).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    /// Stored as a new name or version.
+    Added { name: String, version: i32 },
+    /// The very same file was already stored.
+    Unchanged { name: String, version: i32 },
+}
+
+/// Why a definition file was not applied. Nothing was stored.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// The name and version are taken by another file: definitions are immutable.
+    #[error(
+        "definition `{name}` v{version} is already applied with other content; give the change a new version.\n{diff}"
+    )]
+    Changed {
+        name: String,
+        version: i32,
+        diff: String,
+    },
+    #[error(transparent)]
+    Sqlx(#[from] sqlx::Error),
+}
+
+/// Checks `source` and stores it, unless `dry_run`. Re-applying the same file changes
+/// nothing; another file under a stored name and version is refused with the difference.
+pub async fn apply(
+    pool: &PgPool,
+    source: &str,
+    applied_by: &str,
+    dry_run: bool,
+) -> Result<Applied, ApplyError> {
+    let definition = Definition::from_source(source)?;
+    let (name, version) = (definition.name().to_owned(), definition.version());
+    let unchanged = || Applied::Unchanged {
+        name: name.clone(),
+        version,
+    };
+    if let Some(stored) = store::source(pool, &name, version).await? {
+        return if stored == source {
+            Ok(unchanged())
+        } else {
+            Err(changed(&name, version, &stored, source))
+        };
+    }
+    if dry_run {
+        return Ok(Applied::Added { name, version });
+    }
+    let digest = definition.source_digest.to_string();
+    if store::insert(pool, &name, version, source, &digest, applied_by).await? {
+        return Ok(Applied::Added { name, version });
+    }
+    // Another apply stored this name and version between the read and the insert.
+    match store::source(pool, &name, version).await? {
+        Some(stored) if stored == source => Ok(unchanged()),
+        Some(stored) => Err(changed(&name, version, &stored, source)),
+        None => Err(sqlx::Error::RowNotFound.into()),
+    }
+}
+
+fn changed(name: &str, version: i32, stored: &str, source: &str) -> ApplyError {
+    let diff = similar::TextDiff::from_lines(stored, source)
+        .unified_diff()
+        .context_radius(2)
+        .header("applied", "this file")
+        .to_string();
+    ApplyError::Changed {
+        name: name.to_owned(),
+        version,
+        diff,
+    }
+}

@@ -1,0 +1,544 @@
+//! A definition file checked and compiled: what the engine runs, and every refusal a file gets
+//! before anything of it is stored.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use super::InputError;
+use super::StepKind;
+use super::file::{DefinitionFile, ExternalFile, StepFile};
+use crate::domain::InputDigest;
+use crate::domain::words::StepWords;
+use crate::file_error::FileError;
+use crate::template::{self, TemplateError};
+
+/// One step of a definition, as the step rows record it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepSpec {
+    pub logical: String,
+    pub kind: StepKind,
+    pub depends_on: Vec<String>,
+    /// Receipt (or output) fields this step reads from the steps it depends on.
+    pub required_fields: Vec<String>,
+    /// Whether a waived dependency satisfies this step.
+    pub accepts_waiver: bool,
+}
+
+/// A step's rendered request, before its adapter shapes it for the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepRequest {
+    pub request: Value,
+    /// The digest the destination compares under one key.
+    pub content_digest: InputDigest,
+}
+
+/// A definition ready to run.
+#[derive(Debug)]
+pub struct Definition {
+    file: DefinitionFile,
+    /// The digest of the file as applied: two files with one name and version must agree.
+    pub source_digest: InputDigest,
+    schema: jsonschema::Validator,
+    steps: Vec<StepSpec>,
+}
+
+/// The names every template may read besides `input.…` and `steps.…`.
+const CONTEXT_NAMES: [&str; 2] = ["key", "definition"];
+
+impl Definition {
+    /// Parses and checks `source`: every rule of the format, every template compiled, every
+    /// field a template reads provided by the input schema or a dependency.
+    pub fn from_source(source: &str) -> Result<Self, FileError> {
+        let file = DefinitionFile::parse(source)?;
+        Self::compile(file, InputDigest::of_bytes(source.as_bytes()))
+    }
+
+    fn compile(file: DefinitionFile, source_digest: InputDigest) -> Result<Self, FileError> {
+        check_name(&file)?;
+        let schema = jsonschema::validator_for(&file.input_schema).map_err(|e| {
+            FileError::unplaced(format!("`input_schema` is not a valid JSON Schema: {e}"))
+        })?;
+        let mut steps: Vec<StepSpec> = Vec::new();
+        for step in &file.steps {
+            steps.push(check_step(&file, step, &steps)?);
+        }
+        if steps.is_empty() {
+            return Err(FileError::unplaced("a definition needs at least one step"));
+        }
+        for (what, read) in [
+            ("subject", template::variables_of_text(&file.subject)),
+            (
+                "normalize",
+                file.normalize
+                    .as_ref()
+                    .map_or(Ok(BTreeSet::new()), template::variables_of_tree),
+            ),
+        ] {
+            let read = read.map_err(|e| template_error(what, &e))?;
+            check_reads(&file, what, &read, None)?;
+        }
+        if let Some(status) = &file.status_step {
+            if !steps.iter().any(|s| &s.logical == status) {
+                return Err(FileError::unplaced(format!(
+                    "`status_step` names `{status}`, which is not a step"
+                )));
+            }
+        }
+        Ok(Definition {
+            file,
+            source_digest,
+            schema,
+            steps,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.file.name
+    }
+
+    pub fn version(&self) -> i32 {
+        self.file.version
+    }
+
+    pub fn description(&self) -> &str {
+        &self.file.description
+    }
+
+    /// The steps, in the order the file lists them.
+    pub fn steps(&self) -> &[StepSpec] {
+        &self.steps
+    }
+
+    /// The step the status page speaks of.
+    pub fn status_step(&self) -> &str {
+        self.file
+            .status_step
+            .as_deref()
+            .or_else(|| {
+                self.steps
+                    .iter()
+                    .find(|s| s.kind == StepKind::External)
+                    .map(|s| s.logical.as_str())
+            })
+            .unwrap_or(&self.steps[0].logical)
+    }
+
+    fn step(&self, logical: &str) -> Result<&StepFile, InputError> {
+        self.file
+            .steps
+            .iter()
+            .find(|s| s.name == logical)
+            .ok_or_else(|| {
+                InputError::Invalid(format!(
+                    "`{logical}` is not a step of {} v{}",
+                    self.name(),
+                    self.version()
+                ))
+            })
+    }
+
+    fn external(&self, logical: &str) -> Result<&ExternalFile, InputError> {
+        self.step(logical)?
+            .external
+            .as_ref()
+            .ok_or_else(|| InputError::Invalid(format!("`{logical}` is not an external step")))
+    }
+
+    /// The words people see for `logical`.
+    pub fn words(&self, logical: &str) -> StepWords {
+        let Ok(step) = self.step(logical) else {
+            return StepWords::named(logical);
+        };
+        match &step.words {
+            Some(w) => StepWords {
+                noun: w.noun.clone(),
+                service: w.service.clone(),
+                waiting: w.waiting.clone(),
+                in_flight: w.in_flight.clone(),
+                unknown: w.unknown.clone(),
+                succeeded: w.succeeded.clone(),
+                review: w.review.clone(),
+            },
+            None => StepWords::named(logical),
+        }
+    }
+
+    /// Whether cancelling after `logical`'s effect asks its adapter to withdraw it.
+    pub fn compensates(&self, logical: &str) -> bool {
+        self.external(logical)
+            .is_ok_and(|e| e.compensation.is_some())
+    }
+
+    /// Checks `input` against the schema and normalizes it: the result is what gets digested,
+    /// and it satisfies the schema too (normalizing it again gives it back).
+    pub fn normalize(&self, input: &Value) -> Result<Value, InputError> {
+        self.validate(input)?;
+        let normalized = match &self.file.normalize {
+            Some(tree) => template::render_tree(tree, &json!({ "input": input }))
+                .map_err(|e| InputError::Invalid(e.to_string()))?,
+            None => input.clone(),
+        };
+        self.validate(&normalized)?;
+        Ok(normalized)
+    }
+
+    fn validate(&self, input: &Value) -> Result<(), InputError> {
+        match self.schema.iter_errors(input).next() {
+            None => Ok(()),
+            Some(error) => {
+                let path = error.instance_path().to_string();
+                Err(InputError::Invalid(if path.is_empty() {
+                    error.to_string()
+                } else {
+                    format!(
+                        "`{}`: {error}",
+                        path.trim_start_matches('/').replace('/', ".")
+                    )
+                }))
+            }
+        }
+    }
+
+    /// Whom the workflow acts on (authority revocations match it).
+    pub fn subject(&self, input: &Value) -> Result<String, InputError> {
+        let value = template::render_text(&self.file.subject, &json!({ "input": input }))
+            .map_err(|e| InputError::Invalid(e.to_string()))?;
+        Ok(text_of(&value))
+    }
+
+    /// The adapter an external step of a workflow with `input` calls.
+    pub fn adapter_for(&self, logical: &str, input: &Value) -> Result<String, InputError> {
+        let external = self.external(logical)?;
+        let value = template::render_text(&external.adapter, &json!({ "input": input }))
+            .map_err(|e| InputError::Invalid(e.to_string()))?;
+        Ok(text_of(&value).trim().to_owned())
+    }
+
+    fn context(&self, input: &Value, dependencies: &Value, key: Option<&str>) -> Value {
+        json!({
+            "input": input,
+            "steps": dependencies,
+            "key": key,
+            "definition": { "name": self.name(), "version": self.version() },
+        })
+    }
+
+    /// The output of the pure step `logical`.
+    pub fn run_pure(
+        &self,
+        logical: &str,
+        input: &Value,
+        dependencies: &Value,
+    ) -> Result<Value, InputError> {
+        let pure = self
+            .step(logical)?
+            .pure
+            .as_ref()
+            .ok_or_else(|| InputError::Invalid(format!("`{logical}` is not a pure step")))?;
+        let tree = Value::Object(pure.output.clone().into_iter().collect());
+        template::render_tree(&tree, &self.context(input, dependencies, None))
+            .map_err(|e| InputError::Invalid(e.to_string()))
+    }
+
+    /// The request of the external step `logical` under `key`.
+    pub fn render_request(
+        &self,
+        logical: &str,
+        key: &str,
+        input: &Value,
+        dependencies: &Value,
+    ) -> Result<StepRequest, InputError> {
+        let external = self.external(logical)?;
+        let context = self.context(input, dependencies, Some(key));
+        let invalid = |e: TemplateError| InputError::Invalid(e.to_string());
+        let request = template::render_tree(&external.request, &context).map_err(invalid)?;
+        let content_digest = match &external.digest {
+            Some(text) => {
+                let digest = text_of(&template::render_text(text, &context).map_err(invalid)?);
+                InputDigest::parse(&digest).ok_or_else(|| {
+                    InputError::Invalid(format!(
+                        "step `{logical}`'s digest `{digest}` is not a sha256 digest"
+                    ))
+                })?
+            }
+            None => InputDigest::of_json(&request),
+        };
+        Ok(StepRequest {
+            request,
+            content_digest,
+        })
+    }
+}
+
+fn text_of(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn template_error(what: &str, error: &TemplateError) -> FileError {
+    FileError::unplaced(format!("{what}: {error}"))
+}
+
+fn check_name(file: &DefinitionFile) -> Result<(), FileError> {
+    let name_ok = !file.name.is_empty()
+        && file.name.len() <= 63
+        && file
+            .name
+            .starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && file
+            .name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if !name_ok {
+        return Err(FileError::unplaced(format!(
+            "`name` must be 1 to 63 lowercase letters, digits, `_` or `-`, not `{}`",
+            file.name
+        )));
+    }
+    if file.version < 1 {
+        return Err(FileError::unplaced("`version` must be 1 or more"));
+    }
+    Ok(())
+}
+
+/// Checks one step against the steps before it (a step may depend only on earlier steps, so
+/// the file's order is a topological order and no cycle can be written).
+fn check_step(
+    file: &DefinitionFile,
+    step: &StepFile,
+    earlier: &[StepSpec],
+) -> Result<StepSpec, FileError> {
+    let at = |message: String| FileError::unplaced(format!("step `{}`: {message}", step.name));
+    if earlier.iter().any(|s| s.logical == step.name) || step.name.is_empty() {
+        return Err(at("the name is empty or used twice".into()));
+    }
+    for dependency in &step.depends_on {
+        if !earlier.iter().any(|s| &s.logical == dependency) {
+            return Err(at(format!(
+                "depends on `{dependency}`, which is not a step listed before it"
+            )));
+        }
+    }
+    for (dependency, fields) in &step.requires {
+        if !step.depends_on.contains(dependency) {
+            return Err(at(format!(
+                "requires fields of `{dependency}`, which it does not depend on"
+            )));
+        }
+        if let Some(pure) = file
+            .steps
+            .iter()
+            .find(|s| &s.name == dependency)
+            .and_then(|s| s.pure.as_ref())
+        {
+            if let Some(missing) = fields.iter().find(|f| !pure.output.contains_key(*f)) {
+                return Err(at(format!(
+                    "requires `{missing}` of `{dependency}`, whose output has no such field"
+                )));
+            }
+        }
+    }
+    let (kind, read) = match (&step.pure, &step.external) {
+        (Some(pure), None) => {
+            let tree = Value::Object(pure.output.clone().into_iter().collect());
+            (StepKind::Pure, template::variables_of_tree(&tree))
+        }
+        (None, Some(external)) => {
+            let mut read = template::variables_of_tree(&external.request);
+            for text in [Some(&external.adapter), external.digest.as_ref()]
+                .into_iter()
+                .flatten()
+            {
+                read = read.and_then(|mut r| {
+                    r.extend(template::variables_of_text(text)?);
+                    Ok(r)
+                });
+            }
+            (StepKind::External, read)
+        }
+        _ => return Err(at("must be exactly one of `pure` or `external`".into())),
+    };
+    let read = read.map_err(|e| at(e.to_string()))?;
+    check_reads(file, &format!("step `{}`", step.name), &read, Some(step))?;
+    let required_fields: BTreeSet<String> = step.requires.values().flatten().cloned().collect();
+    Ok(StepSpec {
+        logical: step.name.clone(),
+        kind,
+        depends_on: step.depends_on.clone(),
+        required_fields: required_fields.into_iter().collect(),
+        accepts_waiver: step.accepts_waiver,
+    })
+}
+
+/// Refuses a template that reads what nobody provides: an input field the schema does not
+/// declare, a dependency's field the step does not require, or any other name.
+fn check_reads(
+    file: &DefinitionFile,
+    what: &str,
+    read: &BTreeSet<String>,
+    step: Option<&StepFile>,
+) -> Result<(), FileError> {
+    for path in read {
+        let mut parts = path.split('.');
+        let root = parts.next().unwrap_or_default();
+        let rest: Vec<&str> = parts.collect();
+        let provided = match root {
+            "input" => schema_provides(&file.input_schema, &rest),
+            "steps" => step.is_some_and(|step| match rest.as_slice() {
+                [dependency] => step.depends_on.iter().any(|d| d == dependency),
+                [dependency, field, ..] => step
+                    .requires
+                    .get(*dependency)
+                    .is_some_and(|fields| fields.iter().any(|f| f == field)),
+                [] => false,
+            }),
+            name => step.is_some() && CONTEXT_NAMES.contains(&name),
+        };
+        if !provided {
+            return Err(FileError::unplaced(format!(
+                "{what} reads `{path}`, which {}",
+                match root {
+                    "input" => "the input schema does not declare",
+                    "steps" => "is not among the fields the step `requires`",
+                    _ => "is not something a template can read here",
+                }
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `schema` declares the property path `path` (an object without `properties`, or
+/// with `additionalProperties` allowed, provides any name below it).
+fn schema_provides(schema: &Value, path: &[&str]) -> bool {
+    let Some((first, rest)) = path.split_first() else {
+        return true;
+    };
+    let properties = schema.get("properties").and_then(Value::as_object);
+    match properties.and_then(|p| p.get(*first)) {
+        Some(child) => schema_provides(child, rest),
+        None => {
+            properties.is_none() && schema.get("additionalProperties") != Some(&json!(false))
+                || matches!(
+                    schema.get("additionalProperties"),
+                    Some(Value::Object(_)) | Some(Value::Bool(true))
+                )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V1: &str = include_str!("../../../definitions/document_delivery.v1.yaml");
+    const V2: &str = include_str!("../../../definitions/document_delivery.v2.yaml");
+
+    fn input() -> Value {
+        json!({"adapter": " docs ", "recipient": "r-1", "document": {"title": " Hi ", "body": "a\r\nb"}})
+    }
+
+    fn v1() -> Definition {
+        Definition::from_source(V1).unwrap()
+    }
+
+    #[test]
+    fn normalization_trims_fills_defaults_and_is_stable() {
+        let normalized = v1().normalize(&input()).unwrap();
+        assert_eq!(normalized["adapter"], "docs");
+        assert_eq!(normalized["notify_adapter"], "docs");
+        assert_eq!(normalized["document"]["body"], "a\nb");
+        assert_eq!(v1().normalize(&normalized).unwrap(), normalized);
+    }
+
+    #[test]
+    fn an_input_the_schema_refuses_is_refused_naming_the_field() {
+        let mut extra = input();
+        extra["colour"] = json!("red");
+        let InputError::Invalid(why) = v1().normalize(&extra).unwrap_err() else {
+            panic!("expected an invalid input");
+        };
+        assert!(why.contains("colour"), "{why}");
+        let mut blank = input();
+        blank["document"]["title"] = json!("   ");
+        let InputError::Invalid(why) = v1().normalize(&blank).unwrap_err() else {
+            panic!("expected an invalid input");
+        };
+        assert!(why.starts_with("`document.title`"), "{why}");
+    }
+
+    #[test]
+    fn the_same_inputs_always_render_the_same_request_and_v2_other_bytes() {
+        let definition = v1();
+        let normalized = definition.normalize(&input()).unwrap();
+        let render = definition
+            .run_pure("render", &normalized, &json!({}))
+            .unwrap();
+        let deps = json!({ "render": render });
+        let a = definition
+            .render_request("deliver", "w-1/deliver-v1", &normalized, &deps)
+            .unwrap();
+        let b = definition
+            .render_request("deliver", "w-1/deliver-v1", &normalized, &deps)
+            .unwrap();
+        assert_eq!(a, b);
+        let v2 = Definition::from_source(V2)
+            .unwrap()
+            .render_request("deliver", "w-1/deliver-v1", &normalized, &deps)
+            .unwrap();
+        assert_ne!(a.request, v2.request, "v2 changes the bytes");
+        assert_eq!(a.content_digest, v2.content_digest);
+        assert_eq!(
+            a.content_digest.to_string(),
+            render["document_digest"].as_str().unwrap()
+        );
+    }
+
+    #[test]
+    fn notify_needs_the_delivery_receipt_fields() {
+        let definition = v1();
+        let normalized = definition.normalize(&input()).unwrap();
+        let missing = json!({ "deliver": { "external_reference": "x-1" } });
+        assert!(
+            definition
+                .render_request("notify", "k", &normalized, &missing)
+                .is_err()
+        );
+        let digest = InputDigest::of_bytes(b"x").to_string();
+        let present = json!({ "deliver": { "external_reference": "x-1", "input_digest": digest } });
+        assert!(
+            definition
+                .render_request("notify", "k", &normalized, &present)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_template_reading_a_field_nobody_provides_is_refused() {
+        let undeclared = V1.replace("{{ input.recipient }}\"\n", "{{ input.recipent }}\"\n");
+        let error = Definition::from_source(&undeclared).unwrap_err();
+        assert!(error.message.contains("input.recipent"), "{error}");
+        let unrequired = V1.replace(
+            "requires: { deliver: [external_reference, input_digest] }",
+            "requires: { deliver: [external_reference] }",
+        );
+        let error = Definition::from_source(&unrequired).unwrap_err();
+        assert!(
+            error.message.contains("steps.deliver.input_digest"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_step_may_depend_only_on_a_step_before_it() {
+        let backwards = V1.replace("depends_on: [render]", "depends_on: [notify]");
+        let error = Definition::from_source(&backwards).unwrap_err();
+        assert!(
+            error.message.contains("not a step listed before it"),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,50 @@
+//! Workflow definitions as data (docs/DESIGN.md §16): versioned YAML files, applied once and
+//! immutable after, compiled into a [`Definition`] the engine runs. A workflow keeps the
+//! version it started with; a newer version never changes a running one.
+//!
+//! Outbound requests are rendered deterministically from the immutable normalized input, the
+//! dependencies' receipts, the request key and the definition version: no clock, no
+//! randomness, no environment ([`crate::template`]). Recovery renders the request again and
+//! compares digests before sending again.
+
+use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "runtime")]
+mod catalog;
+#[cfg(feature = "runtime")]
+mod compile;
+#[cfg(feature = "runtime")]
+pub mod file;
+
+#[cfg(feature = "runtime")]
+pub use catalog::{Applied, ApplyError, Catalog, CatalogError, apply};
+#[cfg(feature = "runtime")]
+pub use compile::{Definition, StepRequest, StepSpec};
+
+/// Whether the step runs locally or crosses the boundary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "runtime", derive(sqlx::Type))]
+#[cfg_attr(
+    feature = "runtime",
+    sqlx(type_name = "step_kind", rename_all = "snake_case")
+)]
+#[serde(rename_all = "snake_case")]
+pub enum StepKind {
+    /// Deterministic and local: safe to run again.
+    Pure,
+    /// Calls an adapter: its effect outlives any transaction.
+    External,
+    /// Calls an adapter to counteract an earlier effect.
+    Compensation,
+}
+
+/// Why an input cannot start (or a step cannot run) under a definition.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    #[error("unknown definition `{0}`")]
+    UnknownDefinition(String),
+    #[error("definition `{name}` has no version {version}")]
+    UnknownVersion { name: String, version: i32 },
+    #[error("input is invalid: {0}")]
+    Invalid(String),
+}

@@ -1,0 +1,82 @@
+//! Applied definition files, immutable once stored.
+
+use sqlx::{Executor, Postgres};
+
+/// One applied definition, as `z29c definitions list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefinitionRow {
+    pub name: String,
+    pub version: i32,
+    pub digest: String,
+    pub applied_by: String,
+    pub applied_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Stores a definition file unless one is stored under its name and version; returns whether
+/// it was stored (false: another file, or this one, got there first).
+pub async fn insert<'e, E>(
+    executor: E,
+    name: &str,
+    version: i32,
+    source: &str,
+    digest: &str,
+    applied_by: &str,
+) -> sqlx::Result<bool>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    let stored = sqlx::query!(
+        r#"insert into definition (name, version, source, digest, applied_by)
+           values ($1, $2, $3, $4, $5)
+           on conflict (name, version) do nothing"#,
+        name,
+        version,
+        source,
+        digest,
+        applied_by,
+    )
+    .execute(executor)
+    .await?;
+    Ok(stored.rows_affected() == 1)
+}
+
+/// The file stored as `name` version `version`.
+pub async fn source<'e, E>(executor: E, name: &str, version: i32) -> sqlx::Result<Option<String>>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    sqlx::query_scalar!(
+        r#"select source from definition where name = $1 and version = $2"#,
+        name,
+        version
+    )
+    .fetch_optional(executor)
+    .await
+}
+
+/// The newest version applied under `name`.
+pub async fn newest_version<'e, E>(executor: E, name: &str) -> sqlx::Result<Option<i32>>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    sqlx::query_scalar!(
+        r#"select max(version) from definition where name = $1"#,
+        name
+    )
+    .fetch_one(executor)
+    .await
+}
+
+/// Every applied definition, by name and version.
+pub async fn all<'e, E>(executor: E) -> sqlx::Result<Vec<DefinitionRow>>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    sqlx::query_as!(
+        DefinitionRow,
+        r#"select name, version, digest, applied_by, applied_at as "applied_at: _"
+           from definition order by name, version"#
+    )
+    .fetch_all(executor)
+    .await
+}

@@ -1,0 +1,27 @@
+//! The definition files shipped in the repository (`definitions/`), compiled into the binary so
+//! the demo, the scenario harness and the benches can apply them to a database of their own.
+//! A team applies its own files with `z29c apply -f`.
+
+use sqlx::PgPool;
+
+/// Every shipped definition file, by its path in the repository.
+pub const DEFINITIONS: [(&str, &str); 2] = [
+    (
+        "definitions/document_delivery.v1.yaml",
+        include_str!("../../../definitions/document_delivery.v1.yaml"),
+    ),
+    (
+        "definitions/document_delivery.v2.yaml",
+        include_str!("../../../definitions/document_delivery.v2.yaml"),
+    ),
+];
+
+/// Applies every shipped definition; those already applied are left as they are.
+pub async fn apply_definitions(pool: &PgPool) -> anyhow::Result<()> {
+    for (path, source) in DEFINITIONS {
+        engine::definition::apply(pool, source, "z29c", false)
+            .await
+            .map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+    }
+    Ok(())
+}
