@@ -37,8 +37,8 @@ pub(crate) enum PaymentError {
     /// A scripted rejection: of a charge as a decline, of anything else as a refusal.
     #[error("The request was rejected; nothing was done.")]
     Rejected { code: String, card: bool },
-    #[error("The search is unavailable; try again later.")]
-    SearchUnavailable,
+    #[error("The service is unavailable; try again later.")]
+    LookupUnavailable,
     #[error("Unrecognized request URL.")]
     NoSuchEndpoint,
     /// A scripted server error after the work was done: it must look like any other.
@@ -66,7 +66,7 @@ impl PaymentError {
                 StatusCode::NOT_FOUND
             }
             PaymentError::RateLimited => StatusCode::TOO_MANY_REQUESTS,
-            PaymentError::SearchUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            PaymentError::LookupUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             PaymentError::AfterCommit(status) => *status,
             PaymentError::Database(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -113,7 +113,7 @@ impl PaymentError {
             PaymentError::AlreadyRefunded(_) => invalid("charge_already_refunded"),
             PaymentError::RateLimited => detail("rate_limit_error", Some("rate_limit")),
             PaymentError::NoSuchEndpoint => invalid("resource_missing"),
-            PaymentError::SearchUnavailable
+            PaymentError::LookupUnavailable
             | PaymentError::AfterCommit(_)
             | PaymentError::Database(_) => detail("api_error", None),
         }

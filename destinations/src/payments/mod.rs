@@ -365,12 +365,12 @@ impl FaultWords for PaymentWords {
     }
 
     fn lookup_unavailable(&self) -> Response {
-        PaymentError::SearchUnavailable.into_response()
+        PaymentError::LookupUnavailable.into_response()
     }
 
     fn lookup_processing(&self) -> Response {
         // Refused when the plan is installed (`FaultPlan::validate_for`).
-        PaymentError::SearchUnavailable.into_response()
+        PaymentError::LookupUnavailable.into_response()
     }
 
     fn server_error(&self, status: StatusCode) -> Response {
