@@ -76,7 +76,8 @@ pub struct LedgerEvent {
     pub channel: String,
     /// The body's `subject` field, when it is a string.
     pub subject: Option<String>,
-    /// The body as received.
+    /// The body as received, parsed (the database keeps its exact text; this value does not
+    /// keep the order of its keys).
     pub body: serde_json::Value,
     /// Always true: an event with a missing or wrong signature is refused and not recorded.
     pub signature_valid: bool,
