@@ -12,6 +12,9 @@ use http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
+mod store;
+
+use self::store::NewEvent;
 use crate::config::Secret;
 use crate::disrupt::{FaultWords, disrupted};
 use crate::faults::{Operation, Request};
@@ -128,19 +131,15 @@ async fn record(app: &AppState, channel: &str, subject: Option<&str>, body: &[u8
     let id = crate::random::id("evt_");
     // The body is valid JSON (checked above) and UTF-8 (JSON is), kept as sent.
     let text = String::from_utf8_lossy(body);
-    let inserted = sqlx::query!(
-        r#"insert into destination.webhook_event
-               (destination, id, channel, subject, body, received_at)
-           values ($1, $2, $3, $4, $5::text::json, coalesce($6, now()))"#,
-        app.config.name,
-        id,
+    let now = app.config.clock.fixed_now();
+    let event = NewEvent {
+        destination: &app.config.name,
+        id: &id,
         channel,
         subject,
-        &*text,
-        app.config.clock.fixed_now() as _,
-    )
-    .execute(&app.pool)
-    .await;
+        body: &text,
+    };
+    let inserted = store::insert_event(&app.pool, &event, now).await;
     if let Err(error) = inserted {
         tracing::error!(%error, "webhook destination database error");
         return refusal(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
