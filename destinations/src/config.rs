@@ -1,14 +1,30 @@
-//! How one destination is set up: its name, kind, status-index lag and clock.
+//! How one destination is set up: its name, API and kind, status-index lag, clock and secrets.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::kind::Kind;
+use crate::kind::{Kind, Service};
 
 /// The status-index lag of a queryable destination unless configured otherwise.
 pub const DEFAULT_VISIBILITY_WINDOW: Duration = Duration::from_millis(1500);
+
+/// How long the payments destination keeps an idempotency key unless configured otherwise
+/// (Stripe's 24 hours).
+pub const DEFAULT_IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Which API a destination serves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Api {
+    /// Z29C's destination protocol (`PROTOCOL.md`), under [`Config::kind`].
+    #[default]
+    Protocol,
+    /// A payments API in the style of Stripe's (`PAYMENTS.md`).
+    Payments,
+    /// A partner webhook receiver checking an HMAC signature (`PAYMENTS.md`).
+    Webhook,
+}
 
 /// The set-up of one destination.
 #[derive(Clone, Debug)]
@@ -16,16 +32,31 @@ pub struct Config {
     /// Names the destination's rows. Several destinations may share one database (and its
     /// `destination` schema); each reads and writes only the rows carrying its own name.
     pub name: String,
-    /// What the destination offers after a lost answer.
+    /// Which API the destination serves.
+    pub api: Api,
+    /// What a destination of the destination protocol offers after a lost answer. The other
+    /// APIs say what they offer themselves; their constructors set the nearest kind (payments:
+    /// idempotent, webhook: opaque) and nothing reads it.
     pub kind: Kind,
-    /// How long after acceptance a delivery stays invisible to lookups (queryable kind only):
-    /// a "not found" inside this window is not proof of absence.
+    /// How long after acceptance a delivery stays invisible to lookups (queryable kind), or a
+    /// charge to the search (payments): a "not found" inside this window is not proof of
+    /// absence.
     pub visibility_window: Duration,
     /// Where acceptance times and lookup times come from.
     pub clock: Clock,
     /// What a request to a test-only endpoint (`/control/…`, `/ledger`) must present as
     /// `Authorization: Bearer <token>`.
     pub control_token: ControlToken,
+    /// Payments only: the key a request must present as `Authorization: Bearer <key>`; `None`
+    /// lets every request in.
+    pub api_key: Option<Secret>,
+    /// Payments only: whether `Idempotency-Key` deduplicates. `false` ignores the header (every
+    /// request makes a new effect), to prove that a dishonoured idempotency claim is caught.
+    pub honours_idempotency: bool,
+    /// Payments only: how long a key's first answer is kept; past it the key is forgotten.
+    pub idempotency_retention: Duration,
+    /// Webhook only: the HMAC-SHA256 key of `X-Signature`; `None` refuses every delivery.
+    pub signing_secret: Option<Secret>,
 }
 
 impl Config {
@@ -34,10 +65,45 @@ impl Config {
     pub fn new(kind: Kind) -> Self {
         Config {
             name: kind.as_str().to_owned(),
+            api: Api::Protocol,
             kind,
             visibility_window: DEFAULT_VISIBILITY_WINDOW,
             clock: Clock::Database,
             control_token: ControlToken::random(),
+            api_key: None,
+            honours_idempotency: true,
+            idempotency_retention: DEFAULT_IDEMPOTENCY_RETENTION,
+            signing_secret: None,
+        }
+    }
+
+    /// A payments destination named `payments`, without an API key, honouring idempotency keys
+    /// for [`DEFAULT_IDEMPOTENCY_RETENTION`], its search lagging by the default visibility
+    /// window.
+    pub fn payments() -> Self {
+        Config {
+            name: Service::Payments.as_str().to_owned(),
+            api: Api::Payments,
+            ..Config::new(Kind::Idempotent)
+        }
+    }
+
+    /// A webhook receiver named `webhook`, checking signatures made with `signing_secret`.
+    pub fn webhook(signing_secret: Secret) -> Self {
+        Config {
+            name: Service::Webhook.as_str().to_owned(),
+            api: Api::Webhook,
+            signing_secret: Some(signing_secret),
+            ..Config::new(Kind::Opaque)
+        }
+    }
+
+    /// What the destination is, by the name `z29c destinations --kind` takes.
+    pub fn service(&self) -> Service {
+        match self.api {
+            Api::Protocol => Service::Protocol(self.kind),
+            Api::Payments => Service::Payments,
+            Api::Webhook => Service::Webhook,
         }
     }
 
@@ -46,6 +112,11 @@ impl Config {
         self.kind
             .supports_lookup()
             .then(|| u64::try_from(self.visibility_window.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// The idempotency retention in milliseconds.
+    pub(crate) fn idempotency_retention_ms(&self) -> i64 {
+        i64::try_from(self.idempotency_retention.as_millis()).unwrap_or(i64::MAX)
     }
 }
 
@@ -140,5 +211,34 @@ impl ControlToken {
 impl std::fmt::Debug for ControlToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ControlToken(…)")
+    }
+}
+
+/// A secret a client presents or signs with (an API key, a signing secret). Its `Debug` output
+/// hides it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Arc<str>);
+
+impl Secret {
+    /// The secret `value`.
+    pub fn new(value: &str) -> Self {
+        Secret(value.into())
+    }
+
+    /// The secret itself, to send or to sign with.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `presented` is this secret, compared in constant time.
+    pub(crate) fn admits(&self, presented: &str) -> bool {
+        use subtle::ConstantTimeEq;
+        bool::from(self.0.as_bytes().ct_eq(presented.as_bytes()))
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(…)")
     }
 }

@@ -1,8 +1,5 @@
 //! The HTTP endpoints of a destination: wire formats in, wire formats out.
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use axum::body::Bytes;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
@@ -13,58 +10,35 @@ use axum::{Json, Router};
 use http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use sqlx::PgPool;
-use tokio::sync::broadcast;
 
-use crate::config::Config;
+use crate::config::Api;
 use crate::delivery::{self, Creation, WithdrawalOutcome};
+use crate::disrupt::FaultWords;
 use crate::error::ApiError;
-use crate::faults::{Fault, FaultPlan, FaultReport, Request};
+use crate::faults::{FaultPlan, FaultReport, Operation, Request};
 use crate::ledger::{Effect, Ledger};
 use crate::protocol::{
     Accepted, DeliveryRequest, Description, IDEMPOTENCY_KEY_HEADER, LookupAnswer, Supports,
     WITHDRAWAL_LIMITS, Withdrawn, is_digest, reference_problem,
 };
 use crate::script::Faults;
+use crate::state::AppState;
 use crate::store::{Delivery, Withdrawal};
 
-/// How many committed effects a slow [`crate::RunningDestination::effects`] subscriber may
-/// fall behind before it misses some.
-const EFFECT_BACKLOG: usize = 1024;
-
-/// Everything a request handler needs.
-#[derive(Clone, Debug)]
-pub(crate) struct AppState {
-    pub pool: PgPool,
-    pub config: Arc<Config>,
-    pub faults: Faults,
-    pub effects: broadcast::Sender<Effect>,
-}
-
-impl AppState {
-    pub fn new(pool: PgPool, config: Config) -> Self {
-        AppState {
-            pool,
-            config: Arc::new(config),
-            faults: Faults::default(),
-            effects: broadcast::channel(EFFECT_BACKLOG).0,
-        }
-    }
-
-    fn publish(&self, effect: Effect) {
-        // Nobody may be listening; the database, not this channel, is the truth.
-        let _ = self.effects.send(effect);
-    }
-}
-
-/// Marks a response that must never be sent: the server closes the connection instead.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct DropConnection;
-
-/// The destination's endpoints (see `PROTOCOL.md`): the service's, open to any client, and the
-/// test-only ones, behind the control token.
+/// The destination's endpoints: its API's (`PROTOCOL.md`, `PAYMENTS.md`), and the test-only
+/// ones, behind the control token.
 pub(crate) fn routes(state: AppState) -> Router {
-    let test_only = Router::new()
+    let service = match state.config.api {
+        Api::Protocol => protocol_routes(),
+        Api::Payments => crate::payments::routes(&state),
+        Api::Webhook => crate::webhook::routes(),
+    };
+    service.merge(test_only(&state)).with_state(state)
+}
+
+/// The test-only endpoints, the same for every API.
+fn test_only(state: &AppState) -> Router<AppState> {
+    Router::new()
         .route("/ledger", get(ledger))
         .route(
             "/control/faults",
@@ -74,7 +48,11 @@ pub(crate) fn routes(state: AppState) -> Router {
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             require_control_token,
-        ));
+        ))
+}
+
+/// The destination protocol's endpoints, open to any client.
+fn protocol_routes() -> Router<AppState> {
     Router::new()
         .route("/", get(describe))
         .route("/deliveries", post(deliver))
@@ -83,9 +61,7 @@ pub(crate) fn routes(state: AppState) -> Router {
             "/deliveries/{external_reference}/withdrawal",
             post(withdraw),
         )
-        .merge(test_only)
         .fallback(|| async { ApiError::NotFound })
-        .with_state(state)
 }
 
 /// Lets a request through to a test-only endpoint only with `Authorization: Bearer <token>`.
@@ -226,7 +202,8 @@ async fn set_faults(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<FaultReport>, ApiError> {
-    app.faults.install(parse::<FaultPlan>(&headers, &body)?)?;
+    app.faults
+        .install(parse::<FaultPlan>(&headers, &body)?, app.config.api)?;
     Ok(Json(app.faults.report()))
 }
 
@@ -235,39 +212,38 @@ async fn clear_faults(State(app): State<AppState>) -> StatusCode {
     StatusCode::NO_CONTENT
 }
 
-/// Runs `work` under the fault script: not at all (refusals, rejections, scripted lookup
-/// answers), or fully and then spoiling its answer (delay, drop, server error).
+/// How the destination protocol answers faults that replace or spoil an answer.
+struct ProtocolWords;
+
+impl FaultWords for ProtocolWords {
+    fn refused(&self, _operation: Operation) -> Response {
+        ApiError::Refused.into_response()
+    }
+
+    fn rejected(&self, _operation: Operation, code: String, retryable: bool) -> Response {
+        ApiError::Rejected { code, retryable }.into_response()
+    }
+
+    fn lookup_unavailable(&self) -> Response {
+        LookupAnswer::Unavailable.into_response()
+    }
+
+    fn lookup_processing(&self) -> Response {
+        LookupAnswer::Processing.into_response()
+    }
+
+    fn server_error(&self, status: StatusCode) -> Response {
+        ApiError::AfterAccept(status).into_response()
+    }
+}
+
+/// Runs `work` under the fault script, worded by the destination protocol.
 async fn disrupted(
     faults: &Faults,
     request: Request<'_>,
     work: impl Future<Output = Result<Response, ApiError>>,
 ) -> Response {
-    let Some(fault) = faults.decide(&request) else {
-        return work.await.into_response();
-    };
-    let (operation, subject) = (request.operation, request.subject());
-    tracing::debug!(?fault, %operation, subject, "fault fires");
-    match fault {
-        Fault::Refuse {} => ApiError::Refused.into_response(),
-        Fault::Reject { code, retryable } => ApiError::Rejected { code, retryable }.into_response(),
-        Fault::LookupUnavailable {} => LookupAnswer::Unavailable.into_response(),
-        Fault::LookupProcessing {} => LookupAnswer::Processing.into_response(),
-        Fault::DelayResponse { ms } | Fault::WithdrawalTimeout { ms } => {
-            let response = work.await.into_response();
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            response
-        }
-        Fault::DropResponse {} | Fault::WithdrawalDrop {} => {
-            let mut response = work.await.into_response();
-            response.extensions_mut().insert(DropConnection);
-            response
-        }
-        Fault::ErrorAfterAccept { status } => {
-            let _done = work.await;
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            ApiError::AfterAccept(status).into_response()
-        }
-    }
+    crate::disrupt::disrupted(faults, request, &ProtocolWords, work).await
 }
 
 impl IntoResponse for LookupAnswer {

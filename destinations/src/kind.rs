@@ -71,6 +71,73 @@ impl FromStr for Kind {
     }
 }
 
+/// A destination to start by name (`z29c destinations --kind NAME`): one of the three kinds
+/// of the destination protocol, `payments` or `webhook`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Service {
+    /// The destination protocol under this kind.
+    Protocol(Kind),
+    /// The payments API in the style of Stripe's.
+    Payments,
+    /// The partner webhook receiver.
+    Webhook,
+}
+
+impl Service {
+    /// Every destination, the protocol's kinds first.
+    pub const ALL: [Service; 5] = [
+        Service::Protocol(Kind::Idempotent),
+        Service::Protocol(Kind::Queryable),
+        Service::Protocol(Kind::Opaque),
+        Service::Payments,
+        Service::Webhook,
+    ];
+
+    /// The name used on command lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Service::Protocol(kind) => kind.as_str(),
+            Service::Payments => "payments",
+            Service::Webhook => "webhook",
+        }
+    }
+
+    /// Its default configuration (a webhook receiver without a signing secret refuses every
+    /// delivery until one is set).
+    pub fn config(self) -> crate::Config {
+        match self {
+            Service::Protocol(kind) => crate::Config::new(kind),
+            Service::Payments => crate::Config::payments(),
+            Service::Webhook => crate::Config {
+                signing_secret: None,
+                ..crate::Config::webhook(crate::Secret::new(""))
+            },
+        }
+    }
+}
+
+impl fmt::Display for Service {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A string that names no [`Service`].
+#[derive(Debug, thiserror::Error)]
+#[error("unknown destination {0:?} (expected idempotent, queryable, opaque, payments or webhook)")]
+pub struct UnknownService(pub String);
+
+impl FromStr for Service {
+    type Err = UnknownService;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Service::ALL
+            .into_iter()
+            .find(|service| service.as_str() == s)
+            .ok_or_else(|| UnknownService(s.to_owned()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +150,14 @@ mod tests {
                 serde_json::to_value(kind).unwrap(),
                 serde_json::json!(kind.as_str())
             );
+        }
+    }
+
+    #[test]
+    fn every_service_parses_from_its_own_name() {
+        for service in Service::ALL {
+            assert_eq!(service.as_str().parse::<Service>().unwrap(), service);
+            assert_eq!(service.config().service(), service);
         }
     }
 

@@ -1,17 +1,35 @@
 //! The destination's own truth: every effect it committed, read straight from its database.
 
+mod apis;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
-/// Every delivery and withdrawal one destination committed, in the order it committed them
-/// (`GET /ledger`). Tests count real effects here, not in what the client was told.
+pub use apis::{LedgerCharge, LedgerDecline, LedgerEvent, LedgerRefund};
+
+/// Every effect one destination committed, in the order it committed them (`GET /ledger`):
+/// deliveries and withdrawals (destination protocol), charges, declined attempts and refunds
+/// (payments), received events (webhook). Tests count real effects here, not in what the
+/// client was told. The lists of the other APIs are left out of the JSON when empty.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ledger {
     /// Accepted deliveries, earliest first.
     pub deliveries: Vec<LedgerDelivery>,
     /// Recorded withdrawals, earliest first.
     pub withdrawals: Vec<LedgerWithdrawal>,
+    /// Charges made, earliest first: the payments API's effects.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub charges: Vec<LedgerCharge>,
+    /// Declined charge attempts, earliest first: recorded, but no money moved.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub declines: Vec<LedgerDecline>,
+    /// Refunds made, earliest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refunds: Vec<LedgerRefund>,
+    /// Webhook events received with a valid signature, earliest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<LedgerEvent>,
 }
 
 impl Ledger {
@@ -20,7 +38,32 @@ impl Ledger {
         Ok(Ledger {
             deliveries: ledger_deliveries(pool, destination).await?,
             withdrawals: ledger_withdrawals(pool, destination).await?,
+            charges: apis::charges(pool, destination).await?,
+            declines: apis::declines(pool, destination).await?,
+            refunds: apis::refunds(pool, destination).await?,
+            events: apis::events(pool, destination).await?,
         })
+    }
+
+    /// The charges whose `metadata[subject]` is `subject`, earliest first.
+    pub fn charges_for<'a>(&'a self, subject: &'a str) -> impl Iterator<Item = &'a LedgerCharge> {
+        self.charges.iter().filter(move |charge| {
+            charge.metadata.get("subject").map(String::as_str) == Some(subject)
+        })
+    }
+
+    /// The charges made by requests carrying `Idempotency-Key: key`, earliest first.
+    pub fn charges_with_key<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a LedgerCharge> {
+        self.charges
+            .iter()
+            .filter(move |charge| charge.idempotency_key.as_deref() == Some(key))
+    }
+
+    /// The webhook events whose body's `subject` is `subject`, earliest first.
+    pub fn events_for<'a>(&'a self, subject: &'a str) -> impl Iterator<Item = &'a LedgerEvent> {
+        self.events
+            .iter()
+            .filter(move |event| event.subject.as_deref() == Some(subject))
     }
 
     /// The deliveries made for one client reference, earliest first.
@@ -121,5 +164,30 @@ pub enum Effect {
         withdrawal_reference: String,
         /// The delivery withdrawn.
         external_reference: String,
+    },
+    /// A charge was made (payments).
+    Charged {
+        /// The charge's id, `ch_…`.
+        id: String,
+        /// Its `metadata[subject]`, if any.
+        subject: Option<String>,
+        /// The request's `Idempotency-Key`, if any.
+        idempotency_key: Option<String>,
+    },
+    /// A charge was refunded (payments).
+    Refunded {
+        /// The refund's id, `re_…`.
+        id: String,
+        /// The charge refunded.
+        charge: String,
+    },
+    /// A webhook event was received (webhook).
+    Received {
+        /// The event's id, `evt_…`.
+        id: String,
+        /// The channel it was posted to.
+        channel: String,
+        /// The body's `subject` field, if any.
+        subject: Option<String>,
     },
 }

@@ -10,6 +10,11 @@
 //! deduplicates by `Idempotency-Key`, the queryable kind answers lookups by client reference
 //! (after a visibility window), the opaque kind offers neither. All three offer withdrawal.
 //!
+//! Two more destinations speak APIs shaped like real public ones (`PAYMENTS.md`), chosen by
+//! [`Config::api`]: a payments API in the style of Stripe's ([`Config::payments`]) and a partner
+//! webhook receiver checking an HMAC signature ([`Config::webhook`]). They obey the same fault
+//! scripts and show their effects in the same `/ledger`.
+//!
 //! ```no_run
 //! # async fn example(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
 //! use destinations::{Config, Fault, FaultPlan, FaultRule, Kind, Match, Operation};
@@ -29,23 +34,34 @@
 
 mod config;
 mod delivery;
+mod disrupt;
 mod error;
 mod faults;
 mod http;
 mod kind;
 mod ledger;
+pub mod payments;
 pub mod protocol;
+mod random;
 mod script;
 mod serve;
+mod state;
 mod store;
+pub mod webhook;
 
-pub use config::{Clock, Config, ControlToken, DEFAULT_VISIBILITY_WINDOW, ManualClock};
+pub use config::{
+    Api, Clock, Config, ControlToken, DEFAULT_IDEMPOTENCY_RETENTION, DEFAULT_VISIBILITY_WINDOW,
+    ManualClock, Secret,
+};
 pub use faults::{
     FIRED_LOG_LIMIT, Fault, FaultKind, FaultPlan, FaultPlanError, FaultReport, FaultRule,
     FaultSource, FiredFault, Match, Operation, RandomFaults, RuleReport,
 };
-pub use kind::{Kind, UnknownKind};
-pub use ledger::{Effect, Ledger, LedgerDelivery, LedgerWithdrawal};
+pub use kind::{Kind, Service, UnknownKind, UnknownService};
+pub use ledger::{
+    Effect, Ledger, LedgerCharge, LedgerDecline, LedgerDelivery, LedgerEvent, LedgerRefund,
+    LedgerWithdrawal,
+};
 pub use serve::{RunningDestination, router, serve, spawn};
 
 /// The destinations' migrations (schema `destination`), for `#[sqlx::test(migrator = …)]`.

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use sha2::{Digest, Sha256};
 
+use crate::config::Api;
 use crate::faults::{
     FIRED_LOG_LIMIT, Fault, FaultPlan, FaultPlanError, FaultReport, FaultSource, FiredFault,
     Operation, Request, RuleReport,
@@ -27,8 +28,8 @@ struct Script {
 impl Faults {
     /// Replaces the plan, forgetting everything the previous one did, so installing the same
     /// plan again replays the same faults for the same requests.
-    pub fn install(&self, plan: FaultPlan) -> Result<(), FaultPlanError> {
-        plan.validate()?;
+    pub fn install(&self, plan: FaultPlan, api: Api) -> Result<(), FaultPlanError> {
+        plan.validate_for(api)?;
         *self.script() = Script {
             fired: vec![0; plan.rules.len()],
             plan,
@@ -160,9 +161,9 @@ mod tests {
     #[test]
     fn the_same_seed_replays_the_same_faults() {
         let faults = Faults::default();
-        faults.install(drops_half(7)).unwrap();
+        faults.install(drops_half(7), Api::Protocol).unwrap();
         let first = decisions(&faults);
-        faults.install(drops_half(7)).unwrap();
+        faults.install(drops_half(7), Api::Protocol).unwrap();
         assert_eq!(decisions(&faults), first);
         assert!(first.contains(&true) && first.contains(&false));
     }
@@ -170,16 +171,16 @@ mod tests {
     #[test]
     fn another_seed_gives_other_faults() {
         let faults = Faults::default();
-        faults.install(drops_half(7)).unwrap();
+        faults.install(drops_half(7), Api::Protocol).unwrap();
         let seven = decisions(&faults);
-        faults.install(drops_half(8)).unwrap();
+        faults.install(drops_half(8), Api::Protocol).unwrap();
         assert_ne!(decisions(&faults), seven);
     }
 
     #[test]
     fn repeated_requests_draw_afresh_each_time() {
         let faults = Faults::default();
-        faults.install(drops_half(7)).unwrap();
+        faults.install(drops_half(7), Api::Protocol).unwrap();
         let again: Vec<bool> = (0..40)
             .map(|_| faults.decide(&Request::deliver(Some("k"), "r")).is_some())
             .collect();
@@ -199,7 +200,7 @@ mod tests {
                 Fault::DropResponse {},
             ),
         ]);
-        faults.install(plan).unwrap();
+        faults.install(plan, Api::Protocol).unwrap();
         let request = Request::deliver(None, "r");
         let other = Request::deliver(None, "other");
         assert_eq!(faults.decide(&request), Some(Fault::Refuse {}));
@@ -217,7 +218,7 @@ mod tests {
     #[test]
     fn clearing_removes_every_fault() {
         let faults = Faults::default();
-        faults.install(drops_half(7)).unwrap();
+        faults.install(drops_half(7), Api::Protocol).unwrap();
         faults.clear();
         assert!(decisions(&faults).iter().all(|faulted| !faulted));
         assert_eq!(faults.report(), FaultReport::default());

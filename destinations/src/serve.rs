@@ -22,9 +22,10 @@ use tower::ServiceExt;
 
 use crate::config::Config;
 use crate::faults::{FaultPlan, FaultPlanError, FaultReport};
-use crate::http::{AppState, DropConnection, routes};
+use crate::http::routes;
 use crate::kind::Kind;
 use crate::ledger::{Effect, Ledger};
+use crate::state::{AppState, DropConnection};
 
 /// The router of a destination, for tests that call it without a network (`oneshot`).
 ///
@@ -91,14 +92,20 @@ impl RunningDestination {
         &self.state.config.control_token
     }
 
-    /// The destination's kind.
+    /// The destination's kind (for the payments and webhook APIs, the nearest one; see
+    /// [`Config::kind`]).
     pub fn kind(&self) -> Kind {
         self.state.config.kind
     }
 
+    /// What the destination is, by the name `z29c destinations --kind` takes.
+    pub fn service(&self) -> crate::Service {
+        self.state.config.service()
+    }
+
     /// Installs a fault plan, as `PUT /control/faults` does.
     pub fn set_faults(&self, plan: FaultPlan) -> Result<(), FaultPlanError> {
-        self.state.faults.install(plan)
+        self.state.faults.install(plan, self.state.config.api)
     }
 
     /// Removes every fault, as `DELETE /control/faults` does.

@@ -114,13 +114,14 @@ pub(crate) struct ObserverArgs {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct DestinationArgs {
-    /// idempotent, queryable or opaque (see destinations/PROTOCOL.md).
+    /// idempotent, queryable or opaque (see destinations/PROTOCOL.md), payments or webhook
+    /// (destinations/PAYMENTS.md; their secrets from Z29C_PAYMENTS_API_KEY, Z29C_WEBHOOK_SECRET).
     #[arg(long)]
-    pub(crate) kind: destinations::Kind,
+    pub(crate) kind: destinations::Service,
     /// Where the service listens.
     #[arg(long, default_value = "127.0.0.1:3101")]
     pub(crate) addr: SocketAddr,
-    /// How long the status index lags acceptance (queryable kind).
+    /// How long the status index lags acceptance (queryable kind, payments search).
     #[arg(long, default_value_t = 1_500)]
     pub(crate) visibility_window_ms: u64,
     /// The destination's own database: DATABASE_URL, or a private cluster in --pg-data-dir.

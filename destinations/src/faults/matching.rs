@@ -76,6 +76,8 @@ pub(crate) struct Request<'a> {
     pub idempotency_key: Option<&'a str>,
     pub client_reference: Option<&'a str>,
     pub external_reference: Option<&'a str>,
+    /// Whether the client reference, not the key, is the request's subject.
+    pub reference_first: bool,
 }
 
 impl<'a> Request<'a> {
@@ -86,6 +88,25 @@ impl<'a> Request<'a> {
             idempotency_key,
             client_reference: Some(client_reference),
             external_reference: None,
+            reference_first: false,
+        }
+    }
+
+    /// A request of the payments or webhook API, whose `subject` (a charge's
+    /// `metadata[subject]`, a search's queried `subject`, a webhook body's `subject` field) is
+    /// matched as its client reference and comes before its key as its subject.
+    pub fn by_subject(
+        operation: Operation,
+        subject: Option<&'a str>,
+        idempotency_key: Option<&'a str>,
+        external_reference: Option<&'a str>,
+    ) -> Self {
+        Request {
+            operation,
+            idempotency_key,
+            client_reference: subject,
+            external_reference,
+            reference_first: true,
         }
     }
 
@@ -96,6 +117,7 @@ impl<'a> Request<'a> {
             idempotency_key: None,
             client_reference: Some(client_reference),
             external_reference: None,
+            reference_first: false,
         }
     }
 
@@ -106,14 +128,21 @@ impl<'a> Request<'a> {
             idempotency_key: Some(idempotency_key),
             client_reference: None,
             external_reference: Some(external_reference),
+            reference_first: false,
         }
     }
 
     /// What random faults count sightings of: the key if the request has one, else its
-    /// client reference, else its external reference.
+    /// client reference, else its external reference (the client reference first for
+    /// [`Request::by_subject`]).
     pub fn subject(&self) -> &'a str {
-        self.idempotency_key
-            .or(self.client_reference)
+        let (first, second) = if self.reference_first {
+            (self.client_reference, self.idempotency_key)
+        } else {
+            (self.idempotency_key, self.client_reference)
+        };
+        first
+            .or(second)
             .or(self.external_reference)
             .unwrap_or_default()
     }

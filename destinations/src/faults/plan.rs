@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fault::{Fault, FaultKind, Operation};
 use super::matching::Match;
+use crate::config::Api;
 
 /// One scripted fault: the first rule that matches a request, and has not used up its
 /// `times`, decides the request's fault.
@@ -165,6 +166,38 @@ impl FaultPlan {
         }
     }
 
+    /// Checks that a destination serving `api` can obey the plan: the payments API has no
+    /// "processing" answer, the webhook receiver only deliveries.
+    pub fn validate_for(&self, api: Api) -> Result<(), FaultPlanError> {
+        self.validate()?;
+        let refuses = |operation: Operation, fault: FaultKind| match api {
+            Api::Protocol => false,
+            Api::Payments => fault == FaultKind::LookupProcessing,
+            Api::Webhook => operation != Operation::Deliver,
+        };
+        let scripted = self
+            .rules
+            .iter()
+            .map(|rule| (rule.operation, rule.fault.kind()));
+        let drawn = self.random.iter().flat_map(|random| {
+            [Operation::Deliver, Operation::Lookup, Operation::Withdraw]
+                .into_iter()
+                .flat_map(move |operation| {
+                    random
+                        .rates(operation)
+                        .keys()
+                        .map(move |&kind| (operation, kind))
+                })
+        });
+        match scripted
+            .chain(drawn)
+            .find(|&(operation, fault)| refuses(operation, fault))
+        {
+            Some((operation, fault)) => Err(FaultPlanError::NotForApi { fault, operation }),
+            None => Ok(()),
+        }
+    }
+
     /// Checks that the destination can obey the plan.
     pub fn validate(&self) -> Result<(), FaultPlanError> {
         for rule in &self.rules {
@@ -192,6 +225,15 @@ pub enum FaultPlanError {
     /// For example `lookup_unavailable` aimed at deliveries.
     #[error("a {fault} fault cannot apply to {operation} requests")]
     NotForOperation {
+        /// The misplaced fault.
+        fault: FaultKind,
+        /// The operation it was aimed at.
+        operation: Operation,
+    },
+    /// For example `lookup_processing` at the payments destination, which has no such answer,
+    /// or any fault but a delivery's at the webhook receiver, which has no other endpoint.
+    #[error("a {fault} fault on {operation} requests cannot apply to this destination's API")]
+    NotForApi {
         /// The misplaced fault.
         fault: FaultKind,
         /// The operation it was aimed at.

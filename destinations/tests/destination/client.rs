@@ -31,11 +31,14 @@ impl Reply {
     }
 }
 
-/// A response's status and JSON body (`Value::Null` when empty).
+/// A response's status and JSON body (`Value::Null` when empty), its headers (names in
+/// lowercase) and the body's exact text.
 #[derive(Debug)]
 pub struct Response {
     pub status: u16,
     pub body: Value,
+    pub headers: Vec<(String, String)>,
+    pub text: String,
 }
 
 impl Response {
@@ -48,6 +51,14 @@ impl Response {
     /// The body's `code`, for problem answers.
     pub fn code(&self) -> &str {
         self.body["code"].as_str().unwrap_or_default()
+    }
+
+    /// The value of the header `name` (lowercase), if present.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(sent, _)| sent == name)
+            .map(|(_, value)| value.as_str())
     }
 }
 
@@ -109,6 +120,20 @@ impl Client {
             .into_iter()
             .collect();
         self.send("POST", &path, &headers, "").await
+    }
+
+    /// Sends `body` declared as `content_type`, with `headers`.
+    pub async fn send_with(
+        &self,
+        (method, path): (&str, &str),
+        content_type: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Reply {
+        let body = std::str::from_utf8(body).expect("a UTF-8 body");
+        self.try_send(method, path, content_type, headers, body)
+            .await
+            .unwrap_or_else(|error| panic!("{method} {path}: {error}"))
     }
 
     /// Sends one request and reads until the server closes the connection.
@@ -175,12 +200,23 @@ fn parse(received: &[u8]) -> Response {
         "this client reads only bodies of known length"
     );
     let status = status_line[9..12].parse().unwrap();
-    let body = if body.is_empty() {
+    let headers = head
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    let json = if body.is_empty() {
         Value::Null
     } else {
         serde_json::from_str(body).unwrap_or_else(|error| panic!("{error}: {body}"))
     };
-    Response { status, body }
+    Response {
+        status,
+        body: json,
+        headers,
+        text: body.to_owned(),
+    }
 }
 
 /// Percent-encodes a path segment.

@@ -5,6 +5,8 @@ mod client;
 mod faults;
 mod idempotent;
 mod opaque;
+mod payments;
 mod protocol;
 mod queryable;
+mod webhook;
 mod withdrawal;

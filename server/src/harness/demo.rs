@@ -408,11 +408,12 @@ fn deliver_key(workflow: Uuid, version: i32) -> String {
 
 /// Serves one destination until SIGINT/SIGTERM (`z29c destinations`).
 pub async fn serve_destination(
-    kind: Kind,
+    kind: destinations::Service,
     addr: SocketAddr,
     visibility_window: Duration,
     database: &crate::database::DatabaseArgs,
 ) -> anyhow::Result<()> {
+    let secrets = destination_secrets(kind)?;
     let db = crate::database::Database::connect(database, "destination").await?;
     destinations::migrate(&db.pool)
         .await
@@ -435,8 +436,42 @@ pub async fn serve_destination(
     let config = destinations::Config {
         visibility_window,
         control_token,
-        ..destinations::Config::new(kind)
+        ..secrets
     };
     destinations::serve(listener, db.pool.clone(), config, crate::shutdown::signal()).await?;
     db.close().await
+}
+
+/// The API key of the payments destination.
+const PAYMENTS_API_KEY_ENV: &str = "Z29C_PAYMENTS_API_KEY";
+/// The signing secret of the webhook receiver.
+const WEBHOOK_SECRET_ENV: &str = "Z29C_WEBHOOK_SECRET";
+
+/// The configuration of `kind`, with its secrets from the environment: the payments API key
+/// (optional), the webhook signing secret (required).
+fn destination_secrets(kind: destinations::Service) -> anyhow::Result<destinations::Config> {
+    let secret = |name| {
+        std::env::var(name)
+            .ok()
+            .filter(|value| !value.is_empty())
+            .map(|value| destinations::Secret::new(&value))
+    };
+    let mut config = kind.config();
+    match kind {
+        destinations::Service::Protocol(_) => {}
+        destinations::Service::Payments => {
+            config.api_key = secret(PAYMENTS_API_KEY_ENV);
+            if config.api_key.is_none() {
+                eprintln!(
+                    "payments destination: no API key required; set {PAYMENTS_API_KEY_ENV} to require one"
+                );
+            }
+        }
+        destinations::Service::Webhook => {
+            config.signing_secret = Some(secret(WEBHOOK_SECRET_ENV).with_context(|| {
+                format!("the webhook destination needs its signing secret in {WEBHOOK_SECRET_ENV}")
+            })?);
+        }
+    }
+    Ok(config)
 }
