@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
 use minijinja::value::Serde;
+use minijinja::value::ValueKind;
 use minijinja::{Environment, UndefinedBehavior, Value as Jinja};
 use serde_json::Value;
 
@@ -62,7 +63,31 @@ fn digest(value: Jinja) -> Result<String, minijinja::Error> {
     Ok(InputDigest::of_json(&json).to_string())
 }
 
+/// Whether `value` holds an undefined value anywhere: strict mode refuses to print one, but a
+/// list or map literal can carry one inside, and a digest over it must not pass for a value.
+fn holds_undefined(value: &Jinja) -> bool {
+    if value.is_undefined() {
+        return true;
+    }
+    match value.kind() {
+        ValueKind::Map => value.try_iter().is_ok_and(|keys| {
+            keys.into_iter()
+                .any(|key| value.get_item(&key).map_or(true, |v| holds_undefined(&v)))
+        }),
+        ValueKind::Seq => value
+            .try_iter()
+            .is_ok_and(|mut items| items.any(|item| holds_undefined(&item))),
+        _ => false,
+    }
+}
+
 fn to_json(value: &Jinja) -> Result<Value, minijinja::Error> {
+    if holds_undefined(value) {
+        return Err(minijinja::Error::new(
+            minijinja::ErrorKind::UndefinedError,
+            "a value it reads is undefined",
+        ));
+    }
     serde_json::to_value(value)
         .map_err(|e| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, e.to_string()))
 }
