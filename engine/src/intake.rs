@@ -130,6 +130,13 @@ fn refuse_unstorable(new: &NewWorkflow) -> Result<(), StartError> {
     {
         return Err(StartError::BadCreationKey);
     }
+    // No definition is named so: answered without asking the database (which stores no NUL).
+    if !crate::definition::is_name(&new.definition) {
+        return Err(
+            InputError::UnknownDefinition(crate::domain::words::displayable(&new.definition))
+                .into(),
+        );
+    }
     // PostgreSQL stores no NUL character in text or jsonb; refuse it here, clearly.
     if new.input.to_string().contains("\\u0000") {
         return Err(

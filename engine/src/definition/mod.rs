@@ -38,6 +38,17 @@ pub enum StepKind {
     Compensation,
 }
 
+/// Whether `name` can name a definition or an adapter: 1 to 63 lowercase letters, digits, `_`
+/// or `-`, starting with a letter or digit (the `definition` and `adapter` tables check it too).
+pub fn is_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
 /// Why an input cannot start (or a step cannot run) under a definition.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InputError {

@@ -123,6 +123,7 @@ pub(crate) async fn signed_in(pool: &PgPool, role: engine::domain::Role) -> Brow
 
 /// An opaque adapter, and one workflow whose delivery step waits for review.
 pub(crate) async fn step_under_review(pool: &PgPool) -> Uuid {
+    crate::support::shipped(pool).await;
     let contract =
         engine::adapter::contracts::declared(engine::domain::ContractKind::Opaque, 1_000, 0, false);
     engine::store::adapter::upsert(pool, "letters", "http://127.0.0.1:9", &contract)
