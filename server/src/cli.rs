@@ -37,6 +37,15 @@ pub(crate) enum Command {
     /// Adapters Z29C may call.
     #[command(subcommand)]
     Adapter(AdapterCommand),
+    /// Check definition files and store them (each name and version once, immutable after).
+    Apply(ApplyArgs),
+    /// Workflow definitions applied to the database.
+    #[command(subcommand)]
+    Definitions(DefinitionsCommand),
+    /// Print the exact request of every external step of a definition file for an input:
+    /// its canonical bytes and digests, for golden tests in your own repository. Reads no
+    /// database.
+    Render(RenderArgs),
     /// Private PostgreSQL clusters for development and tests.
     #[command(subcommand)]
     Db(DbCommand),
@@ -233,6 +242,44 @@ pub(crate) enum TokenCommand {
         #[command(flatten)]
         database: DatabaseArgs,
     },
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ApplyArgs {
+    /// Definition files (YAML); a directory applies every `*.yaml` in it.
+    #[arg(short = 'f', long = "file", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Check and print what would be added, storing nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum DefinitionsCommand {
+    /// List applied definitions.
+    List {
+        /// One JSON object per definition, for programs.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct RenderArgs {
+    /// The definition file (YAML).
+    #[arg(long)]
+    pub definition: PathBuf,
+    /// The workflow input (JSON).
+    #[arg(long)]
+    pub input: PathBuf,
+    /// Stand-in receipts of the dependencies, as JSON `{"step": {"field": value}}`: an
+    /// external step's receipt is not known before its call.
+    #[arg(long)]
+    pub receipts: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -34,6 +34,9 @@ impl Cli {
                 .map(|()| ExitCode::SUCCESS),
                 Command::Token(command) => token(command).await.map(|()| ExitCode::SUCCESS),
                 Command::Adapter(command) => adapter(command).await.map(|()| ExitCode::SUCCESS),
+                Command::Apply(args) => crate::definitions::apply(args).await,
+                Command::Definitions(command) => crate::definitions::definitions(command).await,
+                Command::Render(args) => crate::definitions::render(args).await,
                 Command::User(command) => user(command).await.map(|()| ExitCode::SUCCESS),
                 Command::Check(args) => check(args).await,
                 Command::Migrate(args) => {

@@ -4,6 +4,7 @@
 mod adapter_body;
 mod bulk;
 mod contract_suite;
+mod definitions;
 mod embedded_pg;
 mod invariants;
 mod operate;
