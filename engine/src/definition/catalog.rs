@@ -128,6 +128,28 @@ pub enum ApplyError {
     Sqlx(#[from] sqlx::Error),
 }
 
+/// [`apply`] where the caller named the definition too (an API path): a file of another name
+/// or version is refused before anything is stored.
+pub async fn apply_as(
+    pool: &PgPool,
+    source: &str,
+    name: &str,
+    version: i32,
+    applied_by: &str,
+    dry_run: bool,
+) -> Result<Applied, ApplyError> {
+    let definition = Definition::from_source(source)?;
+    if definition.name() != name || definition.version() != version {
+        return Err(FileError::unplaced(format!(
+            "the file defines `{}` v{}, not `{name}` v{version} as the path says",
+            definition.name(),
+            definition.version()
+        ))
+        .into());
+    }
+    apply(pool, source, applied_by, dry_run).await
+}
+
 /// Checks `source` and stores it, unless `dry_run`. Re-applying the same file changes
 /// nothing; another file under a stored name and version is refused with the difference.
 pub async fn apply(

@@ -1,4 +1,4 @@
-//! The HTTP API under `/api/v1`: start workflows and read their status. Clients authenticate
+//! The HTTP API under `/api/v1`: start workflows, read their status, apply definitions. Clients authenticate
 //! with a bearer token (`z29c token create NAME [--role R] [--creation-key-prefix P]`): a viewer
 //! token only reads, and a prefixed token starts and sees only the workflows whose creation key
 //! begins with its prefix. Every refusal is JSON `{"error": "…"}`.
@@ -28,6 +28,11 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/v1/workflows", post(start))
         .route("/api/v1/workflows/{id}", get(status))
+        .route("/api/v1/definitions", get(super::definitions_api::list))
+        .route(
+            "/api/v1/definitions/{name}/{version}",
+            axum::routing::put(super::definitions_api::put),
+        )
         .route("/api/v1/openapi.json", get(openapi))
         // Under /api, an unknown path answers JSON too, not the console's page.
         .route("/api/{*rest}", any(no_such_route))
@@ -37,9 +42,20 @@ pub fn routes() -> Router<AppState> {
 /// The OpenAPI description of `/api/v1`, generated from the handlers below.
 #[derive(utoipa::OpenApi)]
 #[openapi(
-    info(title = "Z29C API", description = "Start workflows and read their status."),
-    paths(start, status),
-    components(schemas(StartBody, ErrorBody, engine::read::status::WorkflowStatus)),
+    info(title = "Z29C API", description = "Start workflows, read their status, and apply the definitions they run."),
+    paths(
+        start,
+        status,
+        super::definitions_api::list,
+        super::definitions_api::put
+    ),
+    components(schemas(
+        StartBody,
+        ErrorBody,
+        engine::read::status::WorkflowStatus,
+        super::definitions_api::DefinitionBody,
+        super::definitions_api::AppliedBody
+    )),
     modifiers(&BearerAuth)
 )]
 pub struct ApiDoc;
@@ -71,7 +87,7 @@ async fn openapi() -> Json<utoipa::openapi::OpenApi> {
 /// Every refusal's body.
 #[derive(utoipa::ToSchema)]
 #[expect(dead_code, reason = "describes the JSON that ApiError writes")]
-struct ErrorBody {
+pub(super) struct ErrorBody {
     /// What is wrong, in a sentence.
     error: String,
 }
@@ -84,7 +100,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+    pub(super) fn new(status: StatusCode, message: impl Into<String>) -> Self {
         Self {
             status,
             message: message.into(),
@@ -152,12 +168,12 @@ impl FromRequestParts<AppState> for ApiClient {
 struct StartBody {
     /// Client-supplied; the same key with the same input returns the existing workflow.
     creation_key: String,
-    /// `document_delivery`.
+    /// The name of an applied definition (`GET /api/v1/definitions` lists them).
     definition: String,
     /// The definition version; the newest when absent.
     #[serde(default)]
     version: Option<i32>,
-    /// For `document_delivery`: `{"adapter", "notify_adapter"?, "recipient", "document": {"title", "body"}}`.
+    /// The input, checked against the definition's input schema (a 422 names the field).
     input: Value,
 }
 

@@ -27,7 +27,7 @@ async fn setup(pool: &PgPool) -> String {
 }
 
 /// A new token named `name` with `role`, scoped to `prefix` when given.
-async fn token(pool: &PgPool, name: &str, role: Role, prefix: Option<&str>) -> String {
+pub(crate) async fn token(pool: &PgPool, name: &str, role: Role, prefix: Option<&str>) -> String {
     let new = NewToken {
         name,
         role,
@@ -38,7 +38,7 @@ async fn token(pool: &PgPool, name: &str, role: Role, prefix: Option<&str>) -> S
         .unwrap()
 }
 
-async fn call(
+pub(crate) async fn call(
     pool: &PgPool,
     method: &str,
     uri: &str,

@@ -4,6 +4,7 @@
 mod api;
 mod auth;
 mod console;
+mod definitions_api;
 mod demo;
 mod fuzz;
 mod headers;
