@@ -14,7 +14,8 @@ pub struct AlertCause {
 }
 
 /// Every cause that holds now: each recorded invariant violation, each step outcome unknown
-/// (or waiting for review) for longer than `max_age_secs`, each open duplicate-effect incident.
+/// (or waiting for review) for longer than `max_age_secs`, each open duplicate-effect incident,
+/// each adapter demoted to review by a contradiction seen in production.
 pub async fn current_causes(
     conn: &mut PgConnection,
     max_age_secs: i64,
@@ -30,7 +31,11 @@ pub async fn current_causes(
              and s.unknown_since < now() - make_interval(secs => $1::bigint)
            union all
            select 'duplicate_incident', i.id::text, jsonb_build_object('step', i.step_id)
-           from integrity_incident i where i.kind = 'duplicate_effect' and i.resolved_at is null"#,
+           from integrity_incident i where i.kind = 'duplicate_effect' and i.resolved_at is null
+           union all
+           select 'adapter_demoted', a.name,
+                  jsonb_build_object('reason', a.demoted_reason, 'since', a.demoted_at)
+           from adapter a where a.demoted_at is not null"#,
         max_age_secs,
     )
     .fetch_all(conn)

@@ -5,6 +5,7 @@ use serde_json::Value;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::adapter::Contradicted;
 use crate::domain::{EventKind, IncidentKind};
 
 /// The step's open incident of `kind`, opened now
@@ -60,6 +61,13 @@ pub async fn open_duplicate_incident(
     references: &[(&str, Option<&str>)],
 ) -> sqlx::Result<Uuid> {
     let incident = open_incident(conn, step, IncidentKind::DuplicateEffect).await?;
+    super::adapter::demote_for_step(
+        conn,
+        step,
+        Contradicted::IdempotencyKey,
+        "one request key was answered with two references, though the adapter declares an idempotency key",
+    )
+    .await?;
     for (reference, key) in references {
         sqlx::query!(
             r#"insert into incident_reference (incident_id, external_reference, request_key)
@@ -84,6 +92,13 @@ pub async fn open_digest_conflict(
     evidence: &Value,
 ) -> sqlx::Result<Uuid> {
     let incident = open_incident(conn, step, IncidentKind::DigestConflict).await?;
+    super::adapter::demote_for_step(
+        conn,
+        step,
+        Contradicted::Lookup,
+        "a lookup found the request key under another digest",
+    )
+    .await?;
     sqlx::query!(
         r#"insert into incident_reference (incident_id, external_reference, request_key, evidence)
            values ($1, $2, $3, $4) on conflict do nothing"#,
