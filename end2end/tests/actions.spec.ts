@@ -95,12 +95,12 @@ test('another attempt under an opaque adapter shows the duplicate risk and needs
   await hydrated(page);
   const authorize = card(page, 'authorize_another_attempt');
   await expect(authorize).toContainText('Duplicate risk');
-  await expect(authorize).toContainText('may deliver a second time to customer-42');
+  await expect(authorize).toContainText('may make the effect a second time for customer-42');
   await authorize.getByLabel('Reason (recorded in the audit log)').fill('the customer asked for it again');
   await authorize.getByRole('button', { name: 'Authorize another attempt' }).click();
   // The browser will not submit without the acknowledgement.
   await expect(page.getByTestId('notice')).toHaveCount(0);
-  await authorize.getByLabel('I understand that customer-42 may receive this document twice.').check();
+  await authorize.getByLabel('I understand that the delivery for customer-42 may happen twice.').check();
   await authorize.getByRole('button', { name: 'Authorize another attempt' }).click();
   await expect(page.getByTestId('notice')).toContainText('a second delivery is possible');
   await expect(async () => {

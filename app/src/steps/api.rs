@@ -25,7 +25,12 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
         .partition(|a| operator.role.may(*a));
     let busy = e.leased_until.map(busy_sentence);
     let attempt_count = e.attempts.len();
-    let recipient = e.input["recipient"].as_str().unwrap_or_default().to_owned();
+    let subject = if e.subject.is_empty() {
+        "the recipient".to_owned()
+    } else {
+        e.subject.clone()
+    };
+    let noun = e.noun.to_lowercase();
     Ok(StepEvidence {
         version: e.version.to_string(),
         busy,
@@ -38,7 +43,8 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
         incidents: e.incidents.iter().map(ToString::to_string).collect(),
         siblings: e.siblings.into_iter().map(sibling).collect(),
         attempt_count,
-        recipient,
+        subject,
+        noun,
         csrf,
         beyond_role,
         step_id: e.step_id.to_string(),
@@ -55,7 +61,14 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
             .unwrap_or_default(),
         visibility_window_ms: e.contract.as_ref().map_or(0, |c| c.visibility_window_ms),
         deadline_ms: e.contract.as_ref().map_or(0, |c| c.deadline_ms),
-        document_digest: e.document_digest.unwrap_or_else(|| "—".into()),
+        content_digest: e
+            .content_digest
+            .unwrap_or_else(|| "— (not prepared yet)".into()),
+        trust: e
+            .trust
+            .as_ref()
+            .map(|t| t.sentence())
+            .unwrap_or_else(|| "— (a pure step)".into()),
         request_key: e
             .request_key
             .unwrap_or_else(|| "— (not prepared yet)".into()),

@@ -52,7 +52,8 @@ fn Evidence(e: StepEvidence) -> impl IntoView {
         state: e.state,
         capabilities: e.capabilities.clone(),
         attempts: e.attempt_count,
-        recipient: e.recipient.clone(),
+        subject: e.subject.clone(),
+        noun: e.noun.clone(),
         request_key: e.request_key.clone(),
         input: e.input.clone(),
         input_digest: e.step_input_digest.clone(),
@@ -82,7 +83,7 @@ fn Evidence(e: StepEvidence) -> impl IntoView {
         </p>
         <h2>"Evidence"</h2>
         <dl class="facts">
-            <dt>"Intended document digest"</dt><dd><code>{e.document_digest}</code></dd>
+            <dt>"Content digest the destination compares"</dt><dd><code>{e.content_digest}</code></dd>
             <dt>"Definition version · logical step"</dt><dd>{format!("v{} · {}", e.definition_version, e.logical)}</dd>
             <dt>"Input digest"</dt><dd><code data-testid="input-digest">{e.step_input_digest.clone()}</code></dd>
             <dt>"Request key"</dt><dd><code data-testid="request-key">{e.request_key.clone()}</code></dd>
@@ -93,6 +94,8 @@ fn Evidence(e: StepEvidence) -> impl IntoView {
             <dd data-testid="receipt">{e.receipt.unwrap_or_else(|| "none: no receipt proves the effect".into())}</dd>
             <dt>"Adapter and capabilities"</dt>
             <dd>{format!("{} — {}", e.adapter, e.capabilities)}</dd>
+            <dt>"How the contract was verified"</dt>
+            <dd data-testid="trust">{e.trust.clone()}</dd>
             <dt>"Deadline · visibility window"</dt>
             <dd>{format!("{} ms · {} ms", e.deadline_ms, e.visibility_window_ms)}</dd>
             {e.withdraws.map(|r| view! { <dt>"Withdraws"</dt><dd><code>{r}</code></dd> })}
@@ -194,7 +197,8 @@ struct ActionContext {
     state: StepState,
     capabilities: String,
     attempts: usize,
-    recipient: String,
+    subject: String,
+    noun: String,
     request_key: String,
     input: String,
     input_digest: String,
@@ -250,7 +254,7 @@ fn ActionCard(action: OperatorAction, context: ActionContext) -> impl IntoView {
         OperatorAction::Waive => view! {
             <label>"Residual uncertainty (what remains unknown)"
                 <textarea name="residual_uncertainty" required rows="2">
-                    {format!("Whether {} received the document; no receipt proves it.", context.recipient)}
+                    {format!("Whether the {} for {} happened; no receipt proves it.", context.noun, context.subject)}
                 </textarea>
             </label>
         }
@@ -258,7 +262,7 @@ fn ActionCard(action: OperatorAction, context: ActionContext) -> impl IntoView {
         OperatorAction::AuthorizeAnotherAttempt => view! {
             <label class="check">
                 <input type="checkbox" name="acknowledge_duplicate_risk" value="yes" required />
-                {format!("I understand that {} may receive this document twice.", context.recipient)}
+                {format!("I understand that the {} for {} may happen twice.", context.noun, context.subject)}
             </label>
         }
         .into_any(),
@@ -310,8 +314,8 @@ fn explain(action: OperatorAction, c: &ActionContext) -> String {
         OperatorAction::AttachEvidence => "Records a receipt from evidence you found elsewhere (a support desk, the destination's own console). Dependants then proceed.".into(),
         OperatorAction::Waive => "Accepts that this step's outcome stays unknown, naming what is unknown. Only dependants that accept a waiver proceed.".into(),
         OperatorAction::AuthorizeAnotherAttempt => format!(
-            "Duplicate risk: this adapter ({}) cannot prove whether the earlier {} attempt(s) delivered. Another attempt may deliver a second time to {}.",
-            c.capabilities, c.attempts, c.recipient
+            "Duplicate risk: this adapter ({}) cannot prove whether the earlier {} attempt(s) took effect. Another attempt may make the effect a second time for {}.",
+            c.capabilities, c.attempts, c.subject
         ),
         OperatorAction::Cancel => match c.state {
             StepState::Blocked | StepState::Ready => "Stops the step before any call: the effect will not happen.".into(),

@@ -28,7 +28,9 @@ pub struct StepEvidence {
     pub capabilities: String,
     pub visibility_window_ms: u64,
     pub deadline_ms: u64,
-    pub document_digest: String,
+    pub content_digest: String,
+    /// How the contract's claims were verified, or why they are not used.
+    pub trust: String,
     pub request_key: String,
     pub input_digest: String,
     pub request_summary: String,
@@ -58,7 +60,9 @@ pub struct StepEvidence {
     /// The workflow's other steps: id, label, state.
     pub siblings: Vec<(String, String, StepState)>,
     pub attempt_count: usize,
-    pub recipient: String,
+    pub subject: String,
+    /// What the step's effect is called (its definition's words), lower case.
+    pub noun: String,
     /// The session's CSRF token, which every action form carries.
     pub csrf: String,
     /// What the contract permits here but the signed-in role does not.

@@ -19,7 +19,13 @@ pub struct Evidence {
     pub state: StepState,
     pub adapter: Option<String>,
     pub contract: Option<SideEffectContract>,
-    pub document_digest: Option<String>,
+    /// How far the adapter's contract is trusted (docs/DESIGN.md §16).
+    pub trust: Option<AdapterTrust>,
+    /// The digest the destination compares under the request key, once the request is bound.
+    pub content_digest: Option<String>,
+    /// Whom the workflow acts on and what the step's effect is called, from its definition.
+    pub subject: String,
+    pub noun: String,
     pub request_key: Option<String>,
     pub input_digest: Option<String>,
     pub request_summary: Option<serde_json::Value>,
@@ -50,6 +56,49 @@ pub struct Evidence {
     pub siblings: Vec<(Uuid, String, i32, StepState)>,
 }
 
+/// What the adapter's contract suite proved, and whether production contradicted it since.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdapterTrust {
+    /// The adapter's current version (its file or registration).
+    pub version: i32,
+    /// The version whose suite passed, if any; claims are used only when it is `version`.
+    pub verified_version: Option<i32>,
+    pub verified_at: Option<DateTime<Utc>>,
+    /// The sandbox (or live destination) the suite ran against.
+    pub verified_against: Option<String>,
+    /// Why the adapter was demoted to review, if a contradiction was seen in production.
+    pub demoted: Option<String>,
+}
+
+impl AdapterTrust {
+    /// One sentence: how the claims were verified, or why they are not used.
+    pub fn sentence(&self) -> String {
+        if let Some(reason) = &self.demoted {
+            return format!(
+                "Demoted to review: {reason}. Every unknown outcome goes to a person until the contract suite passes again (z29c adapter verify)."
+            );
+        }
+        match (
+            self.verified_version,
+            &self.verified_against,
+            self.verified_at,
+        ) {
+            (Some(v), against, Some(at)) if v == self.version => format!(
+                "Verified: version {v}'s contract suite passed{} at {}.",
+                against
+                    .as_deref()
+                    .map(|a| format!(" against {a}"))
+                    .unwrap_or_default(),
+                at.format("%Y-%m-%d %H:%M UTC")
+            ),
+            _ => format!(
+                "Not verified: version {} has not passed its contract suite, so its unknown outcomes go to review (z29c adapter verify).",
+                self.version
+            ),
+        }
+    }
+}
+
 /// One attempt, never overwritten.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AttemptEvidence {
@@ -75,11 +124,12 @@ pub struct TimelineEntry {
 /// The evidence of step `id`, or `None` when there is no such step.
 pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>> {
     let Some(s) = sqlx::query!(
-        r#"select s.id, s.workflow_id, w.creation_key, s.logical, s.definition_version,
+        r#"select s.id, s.workflow_id, w.creation_key, s.logical, w.definition_name, s.definition_version,
                   s.state as "state: StepState", s.adapter, a.contract as "contract?", s.request_key,
+                  a.contract_version as "contract_version?", a.verified_version,
+                  a.verified_at as "verified_at: DateTime<Utc>", a.verified_against, a.demoted_reason,
                   s.unknown_since as "unknown_since: DateTime<Utc>",
-                  (select r.output ->> 'document_digest' from step r
-                    where r.workflow_id = s.workflow_id and r.logical = 'render') as document_digest,
+                  q.summary ->> 'digest' as content_digest,
                   q.input_digest as "input_digest?", q.summary as "summary?",
                   q.first_sent_at as "first_sent_at: DateTime<Utc>", q.last_sent_at as "last_sent_at: DateTime<Utc>",
                   rc.method::text as "receipt_method?", rc.external_reference as "receipt_reference?",
@@ -103,6 +153,19 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
     let facts = facts(pool, id).await?;
     let lineage = lineage(pool, id).await?;
     let siblings = siblings(pool, s.workflow_id, id).await?;
+    let (subject, noun) =
+        match crate::definition::Catalog::get(pool, &s.definition_name, s.definition_version).await
+        {
+            Ok(definition) => (
+                definition.subject(&lineage.input).unwrap_or_default(),
+                definition.words(&s.logical).noun,
+            ),
+            Err(crate::definition::CatalogError::Sqlx(e)) => return Err(e),
+            Err(_) => (
+                String::new(),
+                crate::domain::words::StepWords::named(&s.logical).noun,
+            ),
+        };
     Ok(Some(Evidence {
         step_id: s.id,
         workflow_id: s.workflow_id,
@@ -112,7 +175,16 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
         state: s.state,
         adapter: s.adapter,
         contract: s.contract.and_then(|c| serde_json::from_value(c).ok()),
-        document_digest: s.document_digest,
+        trust: s.contract_version.map(|version| AdapterTrust {
+            version,
+            verified_version: s.verified_version,
+            verified_at: s.verified_at,
+            verified_against: s.verified_against,
+            demoted: s.demoted_reason,
+        }),
+        content_digest: s.content_digest,
+        subject,
+        noun,
         request_key: s.request_key,
         input_digest: s.input_digest,
         request_summary: s.summary,

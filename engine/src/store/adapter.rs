@@ -97,7 +97,10 @@ pub struct AdapterFile<'a> {
 
 /// Stores `file` as a new adapter or a new version of one; every version is kept. A new
 /// version is unverified: its suite must pass (`mark_verified`) before its claims are used.
-pub async fn store_file(conn: &mut PgConnection, file: &AdapterFile<'_>) -> sqlx::Result<FileStored> {
+pub async fn store_file(
+    conn: &mut PgConnection,
+    file: &AdapterFile<'_>,
+) -> sqlx::Result<FileStored> {
     let current = sqlx::query!(
         r#"select source, contract_version from adapter where name = $1 for update"#,
         file.name
