@@ -22,6 +22,7 @@
 
 pub mod definition;
 pub mod domain;
+pub mod file_error;
 
 #[cfg(feature = "runtime")]
 pub mod adapter;

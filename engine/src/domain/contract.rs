@@ -42,6 +42,10 @@ pub struct SideEffectContract {
     pub retryable_rejections: Vec<String>,
     /// How long a call may take before its outcome is unknown.
     pub deadline_ms: u64,
+    /// How long the destination keeps idempotency keys, when it forgets them (absent: as long
+    /// as it keeps the effect). Past it less `REPLAY_MARGIN`, no same-key replay is made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_retention_ms: Option<u64>,
 }
 
 /// The three families of contract the recovery table distinguishes.
@@ -137,6 +141,7 @@ pub(crate) mod fixtures {
             unknown_outcome_policy: UnknownOutcomePolicy::Query,
             retryable_rejections: vec!["rate_limited".into()],
             deadline_ms: 2_000,
+            idempotency_retention_ms: None,
         }
     }
 

@@ -169,6 +169,7 @@ impl Worker {
                         status: 201,
                         external_reference: withdrawal_reference,
                         replayed: false,
+                        fields: Default::default(),
                     },
                     WithdrawalObservation::Transport(observation) => observation,
                 }
@@ -200,6 +201,7 @@ impl Worker {
                     external_reference,
                     replayed,
                     status,
+                    ..
                 },
                 Some(method),
             ) => {
