@@ -88,7 +88,10 @@ impl Answer {
             .headers()
             .iter()
             .filter_map(|(name, value)| {
-                Some((name.as_str().to_ascii_lowercase(), value.to_str().ok()?.to_owned()))
+                Some((
+                    name.as_str().to_ascii_lowercase(),
+                    value.to_str().ok()?.to_owned(),
+                ))
             })
             .collect();
         let bytes = read_capped(response).await.map_err(|e| (status, e))?;

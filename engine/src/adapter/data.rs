@@ -21,9 +21,19 @@ mod send;
 #[derive(Debug, Clone)]
 enum ResolvedAuth {
     Bearer(Secret),
-    Basic { username: Secret, password: Secret },
-    Header { name: String, value: Secret },
-    HmacSha256 { header: String, prefix: String, secret: Secret },
+    Basic {
+        username: Secret,
+        password: Secret,
+    },
+    Header {
+        name: String,
+        value: Secret,
+    },
+    HmacSha256 {
+        header: String,
+        prefix: String,
+        secret: Secret,
+    },
 }
 
 /// An adapter built from an adapter file.
@@ -119,13 +129,19 @@ impl DataAdapter {
         let query = pairs(shape.query)?;
         let headers = pairs(shape.headers)?;
         let body = match (shape.json, shape.form) {
-            (Some(tree), _) => WireBody::Json(template::render_tree(tree, context).map_err(refused)?),
+            (Some(tree), _) => {
+                WireBody::Json(template::render_tree(tree, context).map_err(refused)?)
+            }
+            // A field that renders to null (`{{ request.note | default(none) }}`) is left out.
             (None, Some(form)) => WireBody::Form(
                 form.iter()
                     .map(|(name, value)| {
-                        let rendered = template::render_tree(value, context).map_err(refused)?;
-                        Ok((name.clone(), form_value(name, rendered)?))
+                        match template::render_tree(value, context).map_err(refused)? {
+                            Value::Null => Ok(None),
+                            rendered => Ok(Some((name.clone(), form_value(name, rendered)?))),
+                        }
                     })
+                    .filter_map(Result::transpose)
                     .collect::<Result<_, PrepareError>>()?,
             ),
             (None, None) => WireBody::None,
@@ -172,7 +188,9 @@ impl DataAdapter {
 }
 
 fn refused(error: TemplateError) -> PrepareError {
-    PrepareError(format!("the adapter's request could not be rendered: {error}"))
+    PrepareError(format!(
+        "the adapter's request could not be rendered: {error}"
+    ))
 }
 
 /// A template rendered to text: strings as they are, numbers and booleans as JSON text.
@@ -198,7 +216,7 @@ fn scalar_text(value: Value) -> Option<String> {
 fn form_value(name: &str, value: Value) -> Result<String, PrepareError> {
     scalar_text(value).ok_or_else(|| {
         PrepareError(format!(
-            "the form field `{}` rendered to a list, a map or null; form values are text, numbers or booleans",
+            "the form field `{}` rendered to a list or a map; form values are text, numbers or booleans",
             crate::domain::words::displayable(name)
         ))
     })
@@ -292,9 +310,9 @@ impl Adapter for DataAdapter {
             let prepared = match self.prepare_withdrawal(key, external_reference) {
                 Ok(prepared) => prepared,
                 Err(e) => {
-                    return WithdrawalObservation::Transport(TransportObservation::AuthorityDenied {
-                        reason: e.0,
-                    });
+                    return WithdrawalObservation::Transport(
+                        TransportObservation::AuthorityDenied { reason: e.0 },
+                    );
                 }
             };
             let answer = match self.send(key, &prepared.wire, true).await {
@@ -309,7 +327,9 @@ impl Adapter for DataAdapter {
 
 /// The rules of `outcomes` in order: the first whose condition holds.
 fn first_match<'r>(rules: &'r [Rule], context: &Value) -> Option<&'r Rule> {
-    rules.iter().find(|rule| template::holds(&rule.when.0, context))
+    rules
+        .iter()
+        .find(|rule| template::holds(&rule.when.0, context))
 }
 
 /// What a capped read's failure means for a call that had `status`.

@@ -77,7 +77,10 @@ impl Adapters {
         for row in adapter_store::all(executor).await? {
             adapters.insert(
                 row.name,
-                Arc::new(super::protocol::protocol_adapter(&row.base_url, &row.contract)),
+                Arc::new(super::protocol::protocol_adapter(
+                    &row.base_url,
+                    &row.contract,
+                )),
                 row.contract_version,
             );
         }

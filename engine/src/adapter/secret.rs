@@ -9,12 +9,49 @@ use serde::{Deserialize, Serialize};
 
 /// Where a secret lives: `{ env: NAME }` or `{ file: /path }`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
+#[serde(try_from = "SecretFile", into = "SecretFile")]
 pub enum SecretRef {
     /// An environment variable of the process that builds the adapter.
     Env(String),
     /// A file whose contents (less a trailing newline) are the secret.
     File(PathBuf),
+}
+
+/// A secret reference as files write it: a map with exactly one of `env` and `file`.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SecretFile {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    env: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    file: Option<PathBuf>,
+}
+
+impl TryFrom<SecretFile> for SecretRef {
+    type Error = &'static str;
+
+    fn try_from(written: SecretFile) -> Result<Self, Self::Error> {
+        match (written.env, written.file) {
+            (Some(name), None) if !name.is_empty() => Ok(SecretRef::Env(name)),
+            (None, Some(path)) => Ok(SecretRef::File(path)),
+            _ => Err("a secret is `{ env: NAME }` or `{ file: /path }`, exactly one of them"),
+        }
+    }
+}
+
+impl From<SecretRef> for SecretFile {
+    fn from(secret: SecretRef) -> Self {
+        match secret {
+            SecretRef::Env(name) => SecretFile {
+                env: Some(name),
+                file: None,
+            },
+            SecretRef::File(path) => SecretFile {
+                env: None,
+                file: Some(path),
+            },
+        }
+    }
 }
 
 impl fmt::Display for SecretRef {

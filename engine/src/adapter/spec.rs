@@ -75,7 +75,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 
 use super::secret::SecretRef;
 use crate::domain::{Compensation, SideEffectContract, UnknownOutcomePolicy};
@@ -140,7 +140,7 @@ pub enum BaseUrl {
 
 /// How requests authenticate. Secrets are added only when sending.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
+#[serde(try_from = "text::AuthFile", into = "text::AuthFile")]
 pub enum Auth {
     /// `Authorization: Bearer <secret>`.
     Bearer(SecretRef),
@@ -290,8 +290,17 @@ pub struct Verify {
 impl AdapterSpec {
     /// Parses an adapter file and runs every static check.
     pub fn parse(source: &str) -> Result<AdapterSpec, FileError> {
-        let spec: AdapterSpec =
-            serde_yaml_ng::from_str(source).map_err(|e| FileError::from_yaml(&e))?;
+        text::take_refused();
+        let spec: AdapterSpec = serde_yaml_ng::from_str(source).map_err(|e| {
+            let mut error = FileError::from_yaml(&e);
+            if let Some(line) =
+                text::take_refused().and_then(|t| crate::file_error::line_of(source, &t))
+            {
+                error.line = Some(line);
+                error.column = None;
+            }
+            error
+        })?;
         check::check(&spec, source)?;
         Ok(spec)
     }
@@ -355,12 +364,5 @@ impl AdapterSpec {
     /// The request the contract suite sends, when the file names one.
     pub fn probe(&self) -> Option<&serde_json::Value> {
         self.verify.as_ref().and_then(|v| v.probe.as_ref())
-    }
-}
-
-impl<'de> Deserialize<'de> for Retention {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        Retention::parse(&text).map_err(serde::de::Error::custom)
     }
 }

@@ -122,7 +122,12 @@ pub(super) fn withdrawal(
 }
 
 /// What a lookup's answer says, comparing a found request's digest with `digest`.
-pub(super) fn lookup(lookup: &Lookup, answer: &Answer, key: &str, digest: &str) -> LookupObservation {
+pub(super) fn lookup(
+    lookup: &Lookup,
+    answer: &Answer,
+    key: &str,
+    digest: &str,
+) -> LookupObservation {
     let context = answer.context(key, digest);
     if template::holds(&lookup.found.when.0, &context) {
         let found = || -> Result<LookupObservation, String> {
@@ -151,7 +156,10 @@ pub(super) fn lookup(lookup: &Lookup, answer: &Answer, key: &str, digest: &str) 
             })
         };
         return found().unwrap_or_else(|why| LookupObservation::Unavailable {
-            detail: format!("the lookup's answer ({}) matched `found`, but {why}", answer.status),
+            detail: format!(
+                "the lookup's answer ({}) matched `found`, but {why}",
+                answer.status
+            ),
         });
     }
     if lookup

@@ -110,7 +110,11 @@ pub(super) fn check(spec: &AdapterSpec, source: &str) -> Result<(), FileError> {
                 "withdraw has both `json` and `form`: a request has one body",
             ));
         }
-        if withdraw.limits.as_deref().is_none_or(|l| l.trim().is_empty()) {
+        if withdraw
+            .limits
+            .as_deref()
+            .is_none_or(|l| l.trim().is_empty())
+        {
             return Err(FileError::at(
                 line_of(source, "withdraw:"),
                 "withdraw.limits is required: say what a withdrawal cannot undo",
@@ -124,7 +128,8 @@ pub(super) fn check(spec: &AdapterSpec, source: &str) -> Result<(), FileError> {
             "deliver has both `json` and `form`: a request has one body",
         ));
     }
-    let needs_proof = spec.idempotency.is_some() || spec.lookup.is_some() || spec.withdraw.is_some();
+    let needs_proof =
+        spec.idempotency.is_some() || spec.lookup.is_some() || spec.withdraw.is_some();
     if needs_proof && spec.probe().is_none() {
         return Err(FileError::at(
             None,
@@ -146,7 +151,13 @@ fn request_variables(
     strings.extend(templates.headers.values());
     let mut read = BTreeSet::new();
     for text in strings {
-        read.extend(allowed(source, operation, &text.0, text.variables(), context)?);
+        read.extend(allowed(
+            source,
+            operation,
+            &text.0,
+            text.variables(),
+            context,
+        )?);
     }
     let trees = templates
         .json
@@ -168,9 +179,8 @@ fn tree_variables(
     let mut read = BTreeSet::new();
     match tree {
         serde_json::Value::String(text) => {
-            let variables = template::variables_of_text(text).map_err(|e| {
-                FileError::at(line_of(source, text), format!("{operation}: {e}"))
-            })?;
+            let variables = template::variables_of_text(text)
+                .map_err(|e| FileError::at(line_of(source, text), format!("{operation}: {e}")))?;
             read.extend(allowed(source, operation, text, variables, context)?);
         }
         serde_json::Value::Array(items) => {
@@ -228,7 +238,14 @@ fn reads_only(
     expression: &Expression,
     context: &[&str],
 ) -> Result<(), FileError> {
-    allowed(source, operation, &expression.0, expression.variables(), context).map(|_| ())
+    allowed(
+        source,
+        operation,
+        &expression.0,
+        expression.variables(),
+        context,
+    )
+    .map(|_| ())
 }
 
 /// Each rule reads only the answer and draws exactly one conclusion its operation allows.
