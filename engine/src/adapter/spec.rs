@@ -91,7 +91,7 @@ pub use text::{Expression, Retention, Template};
 /// decision, a queue, backoff and the call's own deadline all take time, and the provider's
 /// clock is not Z29C's. Past `retention − REPLAY_MARGIN` the provider may already have
 /// forgotten the key, so a same-key retry could create the effect again.
-pub const REPLAY_MARGIN: Duration = Duration::from_secs(10 * 60);
+pub const REPLAY_MARGIN: Duration = Duration::from_millis(crate::domain::REPLAY_MARGIN_MS);
 
 /// The default deadline of one call, when the file names none.
 pub const DEFAULT_DEADLINE_MS: u64 = 2_000;
