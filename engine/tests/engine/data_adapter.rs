@@ -417,3 +417,57 @@ async fn a_payments_search_maps_to_found_conflicting_or_not_found() {
         json!({ "form": { "charge": "ch_1" } })
     );
 }
+
+#[tokio::test]
+async fn a_declared_idempotency_the_destination_does_not_honour_fails_its_claims_by_name() {
+    use engine::adapter::contract_suite::{self, claims};
+    let variable = "Z29C_TEST_BEARER_F";
+    set_env(variable, "sk_test_f");
+    let made = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = made.clone();
+    // A charges endpoint that ignores `Idempotency-Key`: every request is a new charge.
+    let (url, log) = server(Arc::new(move |received: &Received| {
+        if received.target.starts_with("/v1/charges/search") {
+            let empty = json!({ "object": "search_result", "data": [] });
+            return (200, Vec::new(), empty.to_string());
+        }
+        if received.target == "/v1/refunds" {
+            let refund = json!({ "id": "re_1", "object": "refund" });
+            return (200, Vec::new(), refund.to_string());
+        }
+        let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let charge = json!({ "id": format!("ch_{n}"), "object": "charge", "amount": 100, "currency": "eur" });
+        (200, Vec::new(), charge.to_string())
+    }))
+    .await;
+    let adapter = built(&PAYMENTS.replace("Z29C_PAYMENTS_API_KEY", variable), &url);
+
+    let report = contract_suite::verify("payments", &adapter).await;
+
+    let failed: Vec<&str> = report.failures().map(|c| c.claim).collect();
+    for claim in [
+        claims::IDEMPOTENT_REPLAY,
+        claims::IDEMPOTENT_UNDER_CONCURRENCY,
+        claims::IDEMPOTENCY_CONFLICT_REFUSED,
+    ] {
+        assert!(
+            failed.contains(&claim),
+            "{claim} passed: {}",
+            report.summary()
+        );
+    }
+    assert!(
+        report
+            .summary()
+            .starts_with("adapter `payments` claims an idempotency key"),
+        "{}",
+        report.summary()
+    );
+    // The probe is the file's `verify.probe`, not the protocol's document.
+    let first = log.lock().unwrap()[0].clone();
+    let form = String::from_utf8(first.body.to_vec()).unwrap();
+    assert!(
+        form.starts_with("amount=100&currency=eur&customer=cus_contract_suite"),
+        "{form}"
+    );
+}

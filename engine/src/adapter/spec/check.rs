@@ -27,6 +27,12 @@ struct RequestTemplates<'a> {
 
 pub(super) fn check(spec: &AdapterSpec, source: &str) -> Result<(), FileError> {
     let deliver = &spec.deliver;
+    if deliver.json.is_some() && deliver.form.is_some() {
+        return Err(FileError::at(
+            line_of(source, "deliver:"),
+            "deliver has both `json` and `form`: a request has one body",
+        ));
+    }
     let read = request_variables(
         source,
         "deliver",
@@ -40,94 +46,9 @@ pub(super) fn check(spec: &AdapterSpec, source: &str) -> Result<(), FileError> {
         },
     )?;
     rules(source, "deliver", &deliver.outcomes, false)?;
-    if let Some(idempotency) = &spec.idempotency {
-        if !read.contains("digest") {
-            return Err(FileError::at(
-                line_of(source, "deliver:"),
-                "an idempotent adapter's deliver request must carry `{{ digest }}`: without it the same key with other content could not be told apart",
-            ));
-        }
-        if let Some(retention) = idempotency.retention
-            && retention.0 <= 2 * REPLAY_MARGIN
-        {
-            return Err(FileError::at(
-                line_of(source, "retention:"),
-                format!(
-                    "idempotency.retention `{}` is too short: it must be longer than twice the {}-minute replay margin",
-                    retention.text(),
-                    REPLAY_MARGIN.as_secs() / 60
-                ),
-            ));
-        }
-    }
-    if let Some(lookup) = &spec.lookup {
-        request_variables(
-            source,
-            "lookup",
-            &LOOKUP_CONTEXT,
-            &RequestTemplates {
-                path: &lookup.path,
-                query: &lookup.query,
-                headers: &lookup.headers,
-                json: None,
-                form: None,
-            },
-        )?;
-        if lookup.visibility_window_ms.is_none() {
-            return Err(FileError::at(
-                line_of(source, "lookup:"),
-                "lookup.visibility_window_ms is required: without it a `not found` could never be told from a delivery the index does not show yet",
-            ));
-        }
-        let mut expressions = vec![
-            &lookup.found.when,
-            &lookup.found.reference,
-            &lookup.found.digest,
-            &lookup.not_found,
-        ];
-        expressions.extend(lookup.found.all.as_ref());
-        expressions.extend(lookup.processing.as_ref());
-        for expression in expressions {
-            reads_only(source, "lookup", expression, &ANSWER_CONTEXT)?;
-        }
-    }
-    if let Some(withdraw) = &spec.withdraw {
-        request_variables(
-            source,
-            "withdraw",
-            &WITHDRAW_CONTEXT,
-            &RequestTemplates {
-                path: &withdraw.path,
-                query: &withdraw.query,
-                headers: &withdraw.headers,
-                json: withdraw.json.as_ref(),
-                form: withdraw.form.as_ref(),
-            },
-        )?;
-        if withdraw.json.is_some() && withdraw.form.is_some() {
-            return Err(FileError::at(
-                line_of(source, "withdraw:"),
-                "withdraw has both `json` and `form`: a request has one body",
-            ));
-        }
-        if withdraw
-            .limits
-            .as_deref()
-            .is_none_or(|l| l.trim().is_empty())
-        {
-            return Err(FileError::at(
-                line_of(source, "withdraw:"),
-                "withdraw.limits is required: say what a withdrawal cannot undo",
-            ));
-        }
-        rules(source, "withdraw", &withdraw.outcomes, true)?;
-    }
-    if deliver.json.is_some() && deliver.form.is_some() {
-        return Err(FileError::at(
-            line_of(source, "deliver:"),
-            "deliver has both `json` and `form`: a request has one body",
-        ));
-    }
+    idempotency(spec, source, &read)?;
+    lookup(spec, source)?;
+    withdraw(spec, source)?;
     let needs_proof =
         spec.idempotency.is_some() || spec.lookup.is_some() || spec.withdraw.is_some();
     if needs_proof && spec.probe().is_none() {
@@ -137,6 +58,105 @@ pub(super) fn check(spec: &AdapterSpec, source: &str) -> Result<(), FileError> {
         ));
     }
     Ok(())
+}
+
+/// An idempotent deliver request carries the digest, and the retention outlasts the margin.
+fn idempotency(spec: &AdapterSpec, source: &str, read: &BTreeSet<String>) -> Result<(), FileError> {
+    let Some(idempotency) = &spec.idempotency else {
+        return Ok(());
+    };
+    if !read.contains("digest") {
+        return Err(FileError::at(
+            line_of(source, "deliver:"),
+            "an idempotent adapter's deliver request must carry `{{ digest }}`: without it the same key with other content could not be told apart",
+        ));
+    }
+    if let Some(retention) = idempotency.retention
+        && retention.0 <= 2 * REPLAY_MARGIN
+    {
+        return Err(FileError::at(
+            line_of(source, "retention:"),
+            format!(
+                "idempotency.retention `{}` is too short: it must be longer than twice the {}-minute replay margin",
+                retention.text(),
+                REPLAY_MARGIN.as_secs() / 60
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A lookup reads only what its context has and names its visibility window.
+fn lookup(spec: &AdapterSpec, source: &str) -> Result<(), FileError> {
+    let Some(lookup) = &spec.lookup else {
+        return Ok(());
+    };
+    request_variables(
+        source,
+        "lookup",
+        &LOOKUP_CONTEXT,
+        &RequestTemplates {
+            path: &lookup.path,
+            query: &lookup.query,
+            headers: &lookup.headers,
+            json: None,
+            form: None,
+        },
+    )?;
+    if lookup.visibility_window_ms.is_none() {
+        return Err(FileError::at(
+            line_of(source, "lookup:"),
+            "lookup.visibility_window_ms is required: without it a `not found` could never be told from a delivery the index does not show yet",
+        ));
+    }
+    let mut expressions = vec![
+        &lookup.found.when,
+        &lookup.found.reference,
+        &lookup.found.digest,
+        &lookup.not_found,
+    ];
+    expressions.extend(lookup.found.all.as_ref());
+    expressions.extend(lookup.processing.as_ref());
+    for expression in expressions {
+        reads_only(source, "lookup", expression, &ANSWER_CONTEXT)?;
+    }
+    Ok(())
+}
+
+/// A withdrawal has one body, reads only its context, says what it cannot undo.
+fn withdraw(spec: &AdapterSpec, source: &str) -> Result<(), FileError> {
+    let Some(withdraw) = &spec.withdraw else {
+        return Ok(());
+    };
+    if withdraw.json.is_some() && withdraw.form.is_some() {
+        return Err(FileError::at(
+            line_of(source, "withdraw:"),
+            "withdraw has both `json` and `form`: a request has one body",
+        ));
+    }
+    request_variables(
+        source,
+        "withdraw",
+        &WITHDRAW_CONTEXT,
+        &RequestTemplates {
+            path: &withdraw.path,
+            query: &withdraw.query,
+            headers: &withdraw.headers,
+            json: withdraw.json.as_ref(),
+            form: withdraw.form.as_ref(),
+        },
+    )?;
+    if withdraw
+        .limits
+        .as_deref()
+        .is_none_or(|l| l.trim().is_empty())
+    {
+        return Err(FileError::at(
+            line_of(source, "withdraw:"),
+            "withdraw.limits is required: say what a withdrawal cannot undo",
+        ));
+    }
+    rules(source, "withdraw", &withdraw.outcomes, true)
 }
 
 /// Every variable `templates` read, refusing one outside `context`.
