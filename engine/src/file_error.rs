@@ -1,33 +1,37 @@
-//! Why a definition or adapter file was refused: a sentence, and the line where serde saw it.
+//! Why a definition or adapter file was refused: a sentence, with the line (and column) where
+//! the parser or a static check could place it.
 
 use std::fmt;
 
-/// A file refused at parse or check time; nothing of it was stored.
+/// A refused file: where, when known, and a sentence a person reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileError {
+    /// 1-based line, when the parser or the check could place the problem.
     pub line: Option<usize>,
+    /// 1-based column on that line, when known.
     pub column: Option<usize>,
+    /// What is wrong, as a sentence without the location.
     pub message: String,
 }
 
 impl FileError {
-    /// A refusal that serde could not place on a line (a check across fields).
-    pub fn unplaced(message: impl Into<String>) -> Self {
+    /// A problem at `line` (when known).
+    pub fn at(line: Option<usize>, message: impl Into<String>) -> Self {
         FileError {
-            line: None,
+            line,
             column: None,
             message: message.into(),
         }
     }
 
-    /// The YAML parser's own refusal, with its line and column.
+    /// A YAML parse error, with the location serde gave and the message without it.
+    #[cfg(feature = "runtime")]
     pub fn from_yaml(error: &serde_yaml_ng::Error) -> Self {
         let location = error.location();
-        let message = error.to_string();
-        // serde_yaml_ng appends " at line L column C"; the line is reported on its own.
-        let message = match message.find(" at line ") {
-            Some(at) => message[..at].to_owned(),
-            None => message,
+        let text = error.to_string();
+        let message = match text.rfind(" at line ") {
+            Some(at) if location.is_some() => text[..at].to_owned(),
+            _ => text,
         };
         FileError {
             line: location.as_ref().map(|l| l.line()),
@@ -47,3 +51,15 @@ impl fmt::Display for FileError {
 }
 
 impl std::error::Error for FileError {}
+
+/// The first line of `source` (1-based) that contains `needle`, to place a static check's
+/// finding where serde gives no location.
+pub fn line_of(source: &str, needle: &str) -> Option<usize> {
+    if needle.is_empty() {
+        return None;
+    }
+    source
+        .lines()
+        .position(|line| line.contains(needle))
+        .map(|i| i + 1)
+}

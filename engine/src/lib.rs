@@ -22,6 +22,7 @@
 
 pub mod definition;
 pub mod domain;
+pub mod file_error;
 
 #[cfg(feature = "runtime")]
 pub mod adapter;
@@ -31,8 +32,6 @@ pub mod db;
 pub mod embedded_pg;
 #[cfg(feature = "runtime")]
 pub mod failpoint;
-#[cfg(feature = "runtime")]
-pub mod file_error;
 #[cfg(feature = "runtime")]
 pub mod intake;
 #[cfg(feature = "runtime")]

@@ -271,7 +271,7 @@ async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
             );
             let report = engine::adapter::contract_suite::verify(
                 &name,
-                &engine::adapter::HttpAdapter::new(&url, contract.clone()),
+                &engine::adapter::protocol::protocol_adapter(&url, &contract),
             )
             .await;
             anyhow::ensure!(report.passed(), "{}; not registered", report.summary());

@@ -121,6 +121,7 @@ fn permitted_actions_of(
                 last_lookup: e.last_lookup.as_ref(),
                 request_prepared: e.request_prepared,
                 open_incident: e.open_incident,
+                key_first_sent_ms_ago: None,
             })
         })
         .unwrap_or_default()

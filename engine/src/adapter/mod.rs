@@ -1,15 +1,20 @@
 //! The boundary to external destinations. An adapter declares its [`SideEffectContract`] and
 //! reports what the transport saw; it never decides whether to try again.
 //!
-//! [`http`] speaks the destination protocol; [`contracts`] holds the contracts the destination
-//! kinds declare; [`contract_suite`] verifies a contract against the live destination; and
-//! [`registry`] loads the registered adapters, trusting each only once its suite passed
-//! (docs/DESIGN.md §5).
+//! [`spec`] reads adapter files (one YAML file per API) and [`DataAdapter`] calls the API they
+//! describe; [`protocol`] holds the files of the three kinds of `destinations/PROTOCOL.md` and
+//! [`contracts`] the contracts they declare; [`secret`] keeps the secrets files name;
+//! [`contract_suite`] verifies a contract against the live destination; and [`registry`] loads
+//! the registered adapters, trusting each only once its suite passed (docs/DESIGN.md §5).
 
+mod answer;
 pub mod contract_suite;
 pub mod contracts;
-mod http;
+mod data;
+pub mod protocol;
 pub mod registry;
+pub mod secret;
+pub mod spec;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -19,7 +24,10 @@ use serde::{Deserialize, Serialize};
 pub use crate::domain::LookupObservation;
 use crate::domain::{InputDigest, RequestKey, SideEffectContract, TransportObservation};
 
-pub use http::HttpAdapter;
+pub use answer::MAX_RESPONSE_BYTES;
+pub use data::DataAdapter;
+pub use secret::{Secret, SecretError, SecretRef};
+pub use spec::AdapterSpec;
 
 /// A boxed future, so adapters can live behind `dyn Adapter`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -81,6 +89,12 @@ pub struct PrepareError(pub String);
 pub trait Adapter: Send + Sync {
     /// What this adapter can prove; trusted only once its contract suite passed.
     fn contract(&self) -> &SideEffectContract;
+
+    /// The `request` the contract suite sends through [`Adapter::prepare`], when the adapter
+    /// names one (an adapter file's `verify.probe`); `None` for the protocol's probe.
+    fn probe(&self) -> Option<serde_json::Value> {
+        None
+    }
 
     /// The exact request that carries a step's rendered `request` under `key`, with the digest
     /// the destination compares (`content_digest`). Deterministic: the same arguments give the

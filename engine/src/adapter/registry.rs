@@ -7,7 +7,7 @@ use std::sync::Arc;
 use sqlx::PgPool;
 
 use super::contract_suite::{self, SuiteReport};
-use super::{Adapter, BoxFuture, HttpAdapter};
+use super::{Adapter, BoxFuture};
 use crate::store::adapter as adapter_store;
 
 #[derive(Clone, Default)]
@@ -77,7 +77,10 @@ impl Adapters {
         for row in adapter_store::all(executor).await? {
             adapters.insert(
                 row.name,
-                Arc::new(HttpAdapter::new(&row.base_url, row.contract)),
+                Arc::new(super::protocol::protocol_adapter(
+                    &row.base_url,
+                    &row.contract,
+                )),
                 row.contract_version,
             );
         }

@@ -140,11 +140,14 @@ pub async fn apply_as(
 ) -> Result<Applied, ApplyError> {
     let definition = Definition::from_source(source)?;
     if definition.name() != name || definition.version() != version {
-        return Err(FileError::unplaced(format!(
-            "the file defines `{}` v{}, not `{name}` v{version} as the path says",
-            definition.name(),
-            definition.version()
-        ))
+        return Err(FileError::at(
+            None,
+            format!(
+                "the file defines `{}` v{}, not `{name}` v{version} as the path says",
+                definition.name(),
+                definition.version()
+            ),
+        )
         .into());
     }
     apply(pool, source, applied_by, dry_run).await

@@ -57,14 +57,17 @@ impl Definition {
     fn compile(file: DefinitionFile, source_digest: InputDigest) -> Result<Self, FileError> {
         check_name(&file)?;
         let schema = jsonschema::validator_for(&file.input_schema).map_err(|e| {
-            FileError::unplaced(format!("`input_schema` is not a valid JSON Schema: {e}"))
+            FileError::at(
+                None,
+                format!("`input_schema` is not a valid JSON Schema: {e}"),
+            )
         })?;
         let mut steps: Vec<StepSpec> = Vec::new();
         for step in &file.steps {
             steps.push(check_step(&file, step, &steps)?);
         }
         if steps.is_empty() {
-            return Err(FileError::unplaced("a definition needs at least one step"));
+            return Err(FileError::at(None, "a definition needs at least one step"));
         }
         for (what, read) in [
             ("subject", template::variables_of_text(&file.subject)),
@@ -80,9 +83,10 @@ impl Definition {
         }
         if let Some(status) = &file.status_step {
             if !steps.iter().any(|s| &s.logical == status) {
-                return Err(FileError::unplaced(format!(
-                    "`status_step` names `{status}`, which is not a step"
-                )));
+                return Err(FileError::at(
+                    None,
+                    format!("`status_step` names `{status}`, which is not a step"),
+                ));
             }
         }
         Ok(Definition {
@@ -279,7 +283,7 @@ fn text_of(value: &Value) -> String {
 }
 
 fn template_error(what: &str, error: &TemplateError) -> FileError {
-    FileError::unplaced(format!("{what}: {error}"))
+    FileError::at(None, format!("{what}: {error}"))
 }
 
 fn check_name(file: &DefinitionFile) -> Result<(), FileError> {
@@ -293,13 +297,16 @@ fn check_name(file: &DefinitionFile) -> Result<(), FileError> {
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
     if !name_ok {
-        return Err(FileError::unplaced(format!(
-            "`name` must be 1 to 63 lowercase letters, digits, `_` or `-`, not `{}`",
-            file.name
-        )));
+        return Err(FileError::at(
+            None,
+            format!(
+                "`name` must be 1 to 63 lowercase letters, digits, `_` or `-`, not `{}`",
+                file.name
+            ),
+        ));
     }
     if file.version < 1 {
-        return Err(FileError::unplaced("`version` must be 1 or more"));
+        return Err(FileError::at(None, "`version` must be 1 or more"));
     }
     Ok(())
 }
@@ -311,7 +318,7 @@ fn check_step(
     step: &StepFile,
     earlier: &[StepSpec],
 ) -> Result<StepSpec, FileError> {
-    let at = |message: String| FileError::unplaced(format!("step `{}`: {message}", step.name));
+    let at = |message: String| FileError::at(None, format!("step `{}`: {message}", step.name));
     if earlier.iter().any(|s| s.logical == step.name) || step.name.is_empty() {
         return Err(at("the name is empty or used twice".into()));
     }
@@ -398,14 +405,17 @@ fn check_reads(
             name => step.is_some() && CONTEXT_NAMES.contains(&name),
         };
         if !provided {
-            return Err(FileError::unplaced(format!(
-                "{what} reads `{path}`, which {}",
-                match root {
-                    "input" => "the input schema does not declare",
-                    "steps" => "is not among the fields the step `requires`",
-                    _ => "is not something a template can read here",
-                }
-            )));
+            return Err(FileError::at(
+                None,
+                format!(
+                    "{what} reads `{path}`, which {}",
+                    match root {
+                        "input" => "the input schema does not declare",
+                        "steps" => "is not among the fields the step `requires`",
+                        _ => "is not something a template can read here",
+                    }
+                ),
+            ));
         }
     }
     Ok(())

@@ -152,6 +152,9 @@ pub struct StepFacts<'a> {
     pub request_prepared: bool,
     /// The step has an open duplicate-effect (integrity) incident.
     pub open_incident: bool,
+    /// How long ago the request key was first sent, when known: past the contract's
+    /// idempotency retention less the margin, "Retry with the same key" is not offered.
+    pub key_first_sent_ms_ago: Option<u64>,
 }
 
 /// The actions the contract permits for this step in this state, in the order the console
@@ -169,7 +172,11 @@ pub fn permitted_actions(facts: &StepFacts<'_>) -> Vec<OperatorAction> {
                 actions.push(A::CheckDestination);
             }
             match contract.kind() {
-                ContractKind::Idempotent => actions.push(A::RetrySameKey),
+                ContractKind::Idempotent => {
+                    if !contract.idempotency_key_expired(facts.key_first_sent_ms_ago) {
+                        actions.push(A::RetrySameKey);
+                    }
+                }
                 ContractKind::Queryable => {
                     if absence_is_authoritative && contract.create_after_authoritative_absence {
                         actions.push(A::RetrySameKey);
@@ -219,6 +226,13 @@ pub fn refusal(facts: &StepFacts<'_>, role: Role, action: OperatorAction) -> Opt
     if permitted_actions(facts).contains(&action) {
         return None;
     }
+    if action == OperatorAction::RetrySameKey
+        && let Some(why) = facts
+            .contract
+            .idempotency_expiry_sentence(facts.key_first_sent_ms_ago)
+    {
+        return Some(format!("{} is not permitted. {why}", action.label()));
+    }
     Some(format!(
         "{} is not permitted for a step that is {} under an adapter with {}.",
         action.label(),
@@ -245,6 +259,7 @@ mod tests {
             last_lookup,
             request_prepared: true,
             open_incident: false,
+            key_first_sent_ms_ago: None,
         }
     }
 
@@ -414,5 +429,31 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn past_the_idempotency_retention_a_same_key_retry_is_neither_offered_nor_allowed() {
+        let c = SideEffectContract {
+            idempotency_retention_ms: Some(24 * 3_600_000),
+            ..idempotent()
+        };
+        let inside = StepFacts {
+            key_first_sent_ms_ago: Some(60_000),
+            ..facts(StepState::ReviewRequired, &c, None)
+        };
+        assert!(permitted_actions(&inside).contains(&A::RetrySameKey));
+        let past = StepFacts {
+            key_first_sent_ms_ago: Some(23 * 3_600_000 + 52 * 60_000),
+            ..facts(StepState::ReviewRequired, &c, None)
+        };
+        assert_eq!(
+            permitted_actions(&past),
+            vec![A::AttachEvidence, A::Waive, A::Cancel]
+        );
+        let refused = refusal(&past, Role::Approver, A::RetrySameKey).unwrap();
+        assert!(
+            refused.contains("first sent 23 h 52 min ago: a same-key retry could be charged again"),
+            "{refused}"
+        );
     }
 }

@@ -42,7 +42,17 @@ pub struct SideEffectContract {
     pub retryable_rejections: Vec<String>,
     /// How long a call may take before its outcome is unknown.
     pub deadline_ms: u64,
+    /// How long the destination keeps idempotency keys, when it forgets them (absent: as long
+    /// as it keeps the effect). Past it less `REPLAY_MARGIN`, no same-key replay is made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_retention_ms: Option<u64>,
 }
+
+/// How long before a provider's idempotency retention ends no same-key replay is made, in
+/// milliseconds (ten minutes). A replay decided just inside the retention can still reach the
+/// provider after it — the decision, a queue, backoff and the call's own deadline all take
+/// time, and the provider's clock is not Z29C's — so the last stretch is left alone.
+pub const REPLAY_MARGIN_MS: u64 = 10 * 60 * 1_000;
 
 /// The three families of contract the recovery table distinguishes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,6 +101,28 @@ impl SideEffectContract {
         }
     }
 
+    /// Whether the destination may already have forgotten a key first sent
+    /// `first_sent_ms_ago`: its idempotency retention less [`REPLAY_MARGIN_MS`] has passed,
+    /// so a same-key retry could make the effect again. Unknown age or no retention: no.
+    pub fn idempotency_key_expired(&self, first_sent_ms_ago: Option<u64>) -> bool {
+        match (self.idempotency_retention_ms, first_sent_ms_ago) {
+            (Some(retention), Some(age)) => age > retention.saturating_sub(REPLAY_MARGIN_MS),
+            _ => false,
+        }
+    }
+
+    /// Why a same-key retry is no longer safe, when [`Self::idempotency_key_expired`].
+    pub fn idempotency_expiry_sentence(&self, first_sent_ms_ago: Option<u64>) -> Option<String> {
+        if !self.idempotency_key_expired(first_sent_ms_ago) {
+            return None;
+        }
+        Some(format!(
+            "The provider keeps idempotency keys for {} and this key was first sent {} ago: a same-key retry could be charged again.",
+            span(self.idempotency_retention_ms?),
+            span(first_sent_ms_ago?)
+        ))
+    }
+
     /// Whether rejection `code` allows another attempt.
     pub fn rejection_is_retryable(&self, code: &str) -> bool {
         self.retryable_rejections.iter().any(|c| c == code)
@@ -121,6 +153,16 @@ impl SideEffectContract {
     }
 }
 
+/// A span of time as people read it: `24 h`, `23 h 52 min`, `45 min`.
+pub fn span(ms: u64) -> String {
+    let minutes = ms / 60_000;
+    match (minutes / 60, minutes % 60) {
+        (0, m) => format!("{m} min"),
+        (h, 0) => format!("{h} h"),
+        (h, m) => format!("{h} h {m} min"),
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod fixtures {
     use super::*;
@@ -137,6 +179,7 @@ pub(crate) mod fixtures {
             unknown_outcome_policy: UnknownOutcomePolicy::Query,
             retryable_rejections: vec!["rate_limited".into()],
             deadline_ms: 2_000,
+            idempotency_retention_ms: None,
         }
     }
 

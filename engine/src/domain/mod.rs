@@ -16,7 +16,9 @@ mod state;
 pub mod words;
 
 pub use actions::{OperatorAction, Role, StepFacts, permitted_actions, refusal};
-pub use contract::{Compensation, ContractKind, SideEffectContract, UnknownOutcomePolicy};
+pub use contract::{
+    Compensation, ContractKind, REPLAY_MARGIN_MS, SideEffectContract, UnknownOutcomePolicy,
+};
 pub use event::EventKind;
 pub use identity::{InputDigest, RequestKey, StepKey};
 pub use incident::{Disposition, IncidentKind};

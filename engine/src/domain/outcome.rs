@@ -1,5 +1,7 @@
 //! Attempt outcomes, classified by when and how the transport failed.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::contract::SideEffectContract;
@@ -54,6 +56,9 @@ pub enum TransportObservation {
         status: u16,
         external_reference: String,
         replayed: bool,
+        /// The typed receipt fields the adapter's outcome rule mapped from the answer.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        fields: BTreeMap<String, serde_json::Value>,
     },
     /// No complete answer before the deadline, after the request was sent.
     DeadlineExceeded { deadline_ms: u64 },
@@ -63,6 +68,9 @@ pub enum TransportObservation {
     UnexpectedStatus { status: u16 },
     /// An answer that could not be understood.
     UnreadableResponse { status: u16, detail: String },
+    /// An answer no outcome rule of the adapter recognizes: the outcome is unknown, and a
+    /// bounded excerpt of the body is kept as evidence.
+    Unmatched { status: u16, excerpt: String },
     /// The database was restored from a backup taken before this step finished: the live
     /// system may have sent the request after the backup, so nothing here proves it did not.
     Restored,
@@ -90,7 +98,8 @@ impl TransportObservation {
             | TransportObservation::DeadlineExceeded { .. }
             | TransportObservation::ConnectionLost { .. }
             | TransportObservation::UnexpectedStatus { .. }
-            | TransportObservation::UnreadableResponse { .. } => AttemptOutcome::OutcomeUnknown,
+            | TransportObservation::UnreadableResponse { .. }
+            | TransportObservation::Unmatched { .. } => AttemptOutcome::OutcomeUnknown,
         }
     }
 
@@ -109,6 +118,7 @@ impl TransportObservation {
             | TransportObservation::ConnectionLost { .. }
             | TransportObservation::UnexpectedStatus { .. }
             | TransportObservation::UnreadableResponse { .. }
+            | TransportObservation::Unmatched { .. }
             | TransportObservation::WorkerLost { during_call: true }
             | TransportObservation::Restored => false,
         }
@@ -162,6 +172,9 @@ impl TransportObservation {
             TransportObservation::UnreadableResponse { status, detail } => {
                 format!("The request was sent; the answer ({status}) could not be read ({detail}).")
             }
+            TransportObservation::Unmatched { status, excerpt } => format!(
+                "The destination answered {status}, which no outcome rule of the adapter recognizes: {excerpt}"
+            ),
             TransportObservation::Restored => {
                 "The database was restored from a backup: the live system may have sent this request after the backup was taken.".to_owned()
             }
@@ -274,6 +287,7 @@ mod tests {
                 status: 201,
                 external_reference: "x-82".into(),
                 replayed,
+                fields: BTreeMap::new(),
             };
             assert_eq!(outcome(o), AttemptOutcome::Succeeded);
         }

@@ -50,6 +50,7 @@ impl ReceiptMethod {
             | TransportObservation::ConnectionLost { .. }
             | TransportObservation::UnexpectedStatus { .. }
             | TransportObservation::UnreadableResponse { .. }
+            | TransportObservation::Unmatched { .. }
             | TransportObservation::Restored
             | TransportObservation::WorkerLost { .. } => None,
         }
@@ -72,6 +73,7 @@ mod tests {
             status: 201,
             external_reference: "x-82".into(),
             replayed,
+            fields: Default::default(),
         };
         assert_eq!(
             ReceiptMethod::of_answer(&accepted(false)),

@@ -55,6 +55,12 @@ impl LookupAnswer {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReviewReason {
+    /// The provider may have forgotten the key: its idempotency retention, less the replay
+    /// margin, has passed since the key was first sent.
+    IdempotencyRetentionPassed {
+        retention_ms: u64,
+        first_sent_ms_ago: u64,
+    },
     /// The contract says unknown outcomes are always reviewed.
     PolicyRequiresReview,
     /// The adapter can neither deduplicate nor look up: nothing can prove the outcome.
@@ -67,8 +73,18 @@ pub enum ReviewReason {
 
 impl ReviewReason {
     /// The sentence the console shows.
-    pub fn sentence(self) -> &'static str {
-        match self {
+    pub fn sentence(self) -> String {
+        let fixed = match self {
+            ReviewReason::IdempotencyRetentionPassed {
+                retention_ms,
+                first_sent_ms_ago,
+            } => {
+                return format!(
+                    "The provider keeps idempotency keys for {} and this key was first sent {} ago: a same-key retry could be charged again.",
+                    super::contract::span(retention_ms),
+                    super::contract::span(first_sent_ms_ago)
+                );
+            }
             ReviewReason::PolicyRequiresReview => {
                 "The adapter's contract asks for a person to review every unknown outcome."
             }
@@ -81,7 +97,8 @@ impl ReviewReason {
             ReviewReason::RecoveryDeadlinePassed => {
                 "Automatic recovery ran out of time before the outcome could be established."
             }
-        }
+        };
+        fixed.to_owned()
     }
 }
 
@@ -92,6 +109,9 @@ pub struct UnknownOutcomeFacts {
     pub last_lookup: Option<LookupAnswer>,
     /// The workflow's window for automatic recovery has closed.
     pub recovery_deadline_passed: bool,
+    /// How long ago the request key was first sent (`external_request.first_sent_at`), when
+    /// known: past the contract's idempotency retention less the margin, no same-key replay.
+    pub key_first_sent_ms_ago: Option<u64>,
 }
 
 /// What automatic recovery does next.
@@ -136,6 +156,16 @@ pub fn decide_after_unknown(
         };
     }
     match contract.kind() {
+        ContractKind::Idempotent
+            if contract.idempotency_key_expired(facts.key_first_sent_ms_ago) =>
+        {
+            RecoveryDecision::Review {
+                reason: ReviewReason::IdempotencyRetentionPassed {
+                    retention_ms: contract.idempotency_retention_ms.unwrap_or(0),
+                    first_sent_ms_ago: facts.key_first_sent_ms_ago.unwrap_or(0),
+                },
+            }
+        }
         ContractKind::Idempotent => RecoveryDecision::ResendSameKey,
         ContractKind::Opaque => RecoveryDecision::Review {
             reason: ReviewReason::NothingCanProveTheOutcome,
@@ -182,6 +212,7 @@ pub fn decide_after_unknown(
 
 #[cfg(test)]
 mod tests {
+    use super::super::contract::REPLAY_MARGIN_MS;
     use super::super::contract::fixtures::{idempotent, opaque, queryable};
     use super::*;
 
@@ -189,6 +220,7 @@ mod tests {
         UnknownOutcomeFacts {
             last_lookup,
             recovery_deadline_passed: false,
+            key_first_sent_ms_ago: None,
         }
     }
 
@@ -259,6 +291,7 @@ mod tests {
             let f = UnknownOutcomeFacts {
                 last_lookup: None,
                 recovery_deadline_passed: true,
+                key_first_sent_ms_ago: None,
             };
             assert_eq!(
                 decide_after_unknown(&contract, &f),
@@ -372,6 +405,52 @@ mod tests {
         assert_eq!(
             decide_after_unknown(&queryable(), &facts(Some(LookupAnswer::Unavailable))),
             RecoveryDecision::BackOffThenQuery
+        );
+    }
+
+    const HOUR_MS: u64 = 3_600_000;
+
+    fn retaining_a_day() -> SideEffectContract {
+        SideEffectContract {
+            idempotency_retention_ms: Some(24 * HOUR_MS),
+            ..idempotent()
+        }
+    }
+
+    fn sent_ago(ms: u64) -> UnknownOutcomeFacts {
+        UnknownOutcomeFacts {
+            key_first_sent_ms_ago: Some(ms),
+            ..facts(None)
+        }
+    }
+
+    #[test]
+    fn inside_the_idempotency_retention_less_the_margin_the_same_key_is_resent() {
+        let inside = 24 * HOUR_MS - REPLAY_MARGIN_MS;
+        assert_eq!(
+            decide_after_unknown(&retaining_a_day(), &sent_ago(inside)),
+            RecoveryDecision::ResendSameKey
+        );
+    }
+
+    #[test]
+    fn past_the_idempotency_retention_less_the_margin_the_step_goes_to_review_with_the_reason() {
+        let ago = 23 * HOUR_MS + 52 * 60_000;
+        let decision = decide_after_unknown(&retaining_a_day(), &sent_ago(ago));
+        let RecoveryDecision::Review { reason } = decision else {
+            panic!("expected review, saw {decision:?}");
+        };
+        assert_eq!(
+            reason.sentence(),
+            "The provider keeps idempotency keys for 24 h and this key was first sent 23 h 52 min ago: a same-key retry could be charged again."
+        );
+    }
+
+    #[test]
+    fn a_contract_without_a_retention_resends_however_old_the_key() {
+        assert_eq!(
+            decide_after_unknown(&idempotent(), &sent_ago(365 * 24 * HOUR_MS)),
+            RecoveryDecision::ResendSameKey
         );
     }
 }

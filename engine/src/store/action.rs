@@ -39,6 +39,7 @@ impl StepFacts {
             last_lookup: self.last_lookup.as_ref(),
             request_prepared: self.request_prepared,
             open_incident: self.open_incident,
+            key_first_sent_ms_ago: None,
         })
     }
 }

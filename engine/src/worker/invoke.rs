@@ -180,6 +180,7 @@ impl Worker {
                         status: 201,
                         external_reference: withdrawal_reference,
                         replayed: false,
+                        fields: Default::default(),
                     },
                     WithdrawalObservation::Transport(observation) => observation,
                 }
@@ -211,6 +212,7 @@ impl Worker {
                     external_reference,
                     replayed,
                     status,
+                    ..
                 },
                 Some(method),
             ) => {

@@ -38,6 +38,7 @@ impl Worker {
         let facts = UnknownOutcomeFacts {
             last_lookup,
             recovery_deadline_passed: deadline_passed,
+            key_first_sent_ms_ago: None,
         };
         match decide_after_unknown(contract, &facts) {
             RecoveryDecision::Review { .. } => Settle::Review,
@@ -73,6 +74,7 @@ impl Worker {
         let mut facts = UnknownOutcomeFacts {
             last_lookup: None,
             recovery_deadline_passed: deadline_passed,
+            key_first_sent_ms_ago: None,
         };
         loop {
             if failpoint::broken(BrokenRule::ResendOpaque) {

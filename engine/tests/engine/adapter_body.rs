@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use engine::adapter::{Adapter, HttpAdapter, WithdrawalObservation};
+use engine::adapter::{Adapter, DataAdapter, WithdrawalObservation};
 use engine::domain::{
     AttemptOutcome, ContractKind, LookupObservation, RequestKey, StepKey, TransportObservation,
 };
@@ -13,8 +13,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use uuid::Uuid;
 
-/// The adapter's cap on a response body (`engine/src/adapter/http.rs`).
-const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+/// The adapter's cap on a response body.
+const MAX_RESPONSE_BYTES: usize = engine::adapter::MAX_RESPONSE_BYTES;
 
 /// How much the server below offers: far past the cap, small enough not to strain a test machine
 /// if an adapter read it all.
@@ -61,10 +61,10 @@ async fn flooding_server(status: u16, declared: bool) -> (String, Arc<AtomicUsiz
     (url, sent)
 }
 
-fn adapter(url: &str) -> HttpAdapter {
-    HttpAdapter::new(
+fn adapter(url: &str) -> DataAdapter {
+    engine::adapter::protocol::protocol_adapter(
         url,
-        engine::adapter::contracts::declared(ContractKind::Queryable, 10_000, 0, false),
+        &engine::adapter::contracts::declared(ContractKind::Queryable, 10_000, 0, false),
     )
 }
 

@@ -202,8 +202,10 @@ async fn an_unreachable_destination_fails_every_claim_it_must_answer_without_pan
         .unwrap()
         .local_addr()
         .unwrap();
-    let adapter =
-        engine::adapter::HttpAdapter::new(&format!("http://{closed}"), honest(Kind::Idempotent));
+    let adapter = engine::adapter::protocol::protocol_adapter(
+        &format!("http://{closed}"),
+        &honest(Kind::Idempotent),
+    );
     let report = contract_suite::verify("docs", &adapter).await;
 
     assert_eq!(

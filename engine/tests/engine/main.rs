@@ -2,8 +2,10 @@
 //! database test on its own fresh PostgreSQL database, every destination a real HTTP service.
 
 mod adapter_body;
+mod adapter_file;
 mod bulk;
 mod contract_suite;
+mod data_adapter;
 mod definitions;
 mod embedded_pg;
 mod invariants;

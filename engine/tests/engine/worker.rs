@@ -378,7 +378,10 @@ async fn a_workflow_keeps_the_definition_version_it_started_with(pool: PgPool) {
     .unwrap();
     assert!(key.ends_with("/deliver-v1"), "{key}");
     assert!(
-        !summary["summary"].as_str().unwrap().contains("v2"),
+        !summary["body"]["json"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("v2"),
         "{summary}"
     );
 }

@@ -110,7 +110,7 @@ impl Demo {
                 WINDOW_MS,
                 review,
             );
-            let http = engine::adapter::HttpAdapter::new(&base_url(port), contract.clone());
+            let http = engine::adapter::protocol::protocol_adapter(&base_url(port), &contract);
             let report = engine::adapter::contract_suite::verify(adapter, &http).await;
             anyhow::ensure!(report.passed(), "{}", report.summary());
             engine::store::adapter::upsert(pool, adapter, &base_url(port), &contract).await?;

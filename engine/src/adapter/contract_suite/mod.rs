@@ -215,9 +215,11 @@ impl Run<'_> {
 
     /// A synthetic request: the probe the adapter shapes for its destination.
     fn request(&self, key: &RequestKey, digest: &InputDigest) -> Result<PreparedRequest, String> {
-        let probe = json!({
-            "recipient": PROBE_RECIPIENT,
-            "summary": "Z29C contract suite probe; not a document",
+        let probe = self.adapter.probe().unwrap_or_else(|| {
+            json!({
+                "recipient": PROBE_RECIPIENT,
+                "summary": "Z29C contract suite probe; not a document",
+            })
         });
         self.adapter
             .prepare(key, &probe, digest)
@@ -285,6 +287,9 @@ fn describe(seen: &TransportObservation) -> String {
         }
         TransportObservation::UnreadableResponse { status, detail } => {
             format!("got an unreadable {status} answer ({detail})")
+        }
+        TransportObservation::Unmatched { status, excerpt } => {
+            format!("was answered {status}, which no outcome rule recognizes ({excerpt})")
         }
         TransportObservation::WorkerLost { .. } => "lost its worker".to_owned(),
     }

@@ -231,12 +231,12 @@ pub async fn spawn_destination(z29c: &PgPool, kind: Kind, window_ms: u64) -> Run
     .unwrap()
 }
 
-/// An HTTP adapter for `destination` honouring `contract`, true or not.
+/// A protocol adapter for `destination` declaring `contract`, true or not.
 pub fn adapter_claiming(
     destination: &RunningDestination,
     contract: engine::domain::SideEffectContract,
-) -> engine::adapter::HttpAdapter {
-    engine::adapter::HttpAdapter::new(&destination.base_url(), contract)
+) -> engine::adapter::DataAdapter {
+    engine::adapter::protocol::protocol_adapter(&destination.base_url(), &contract)
 }
 
 /// Delays the next delivery matching `matching` by `ms`.

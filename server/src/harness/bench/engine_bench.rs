@@ -220,7 +220,7 @@ async fn register_adapter(
     let version = engine::store::adapter::upsert(pool, &adapter, &url, &contract).await?;
     let mut adapters = Adapters::default();
     let destination: Arc<dyn Adapter> = match &http {
-        Some(url) => Arc::new(engine::adapter::HttpAdapter::new(url, contract.clone())),
+        Some(url) => Arc::new(engine::adapter::protocol::protocol_adapter(url, &contract)),
         None => Arc::new(InstantDestination { contract }),
     };
     adapters.insert(adapter.clone(), destination, version);

@@ -50,6 +50,7 @@ impl Adapter for InstantDestination {
                 status: 201,
                 external_reference: format!("x-{}", key.as_str()),
                 replayed: false,
+                fields: Default::default(),
             }
         })
     }

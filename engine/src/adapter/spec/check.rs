@@ -1,0 +1,319 @@
+//! The static checks of an adapter file beyond its shape: what each template may read, the
+//! conclusions of each rule, and the claims that need more than the file's word.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{AdapterSpec, Expression, REPLAY_MARGIN, Rule, Template};
+use crate::file_error::{FileError, line_of};
+use crate::template;
+
+/// What deliver request templates may read.
+const DELIVER_CONTEXT: [&str; 3] = ["request", "key", "digest"];
+/// What withdraw request templates may read.
+const WITHDRAW_CONTEXT: [&str; 3] = ["key", "reference", "digest"];
+/// What lookup request templates may read.
+const LOOKUP_CONTEXT: [&str; 2] = ["key", "digest"];
+/// What outcome rules and lookup mappings may read.
+const ANSWER_CONTEXT: [&str; 5] = ["status", "headers", "body", "key", "digest"];
+
+/// A request's templates: path, query, headers and body, as strings and trees.
+struct RequestTemplates<'a> {
+    path: &'a Template,
+    query: &'a BTreeMap<String, Template>,
+    headers: &'a BTreeMap<String, Template>,
+    json: Option<&'a serde_json::Value>,
+    form: Option<&'a BTreeMap<String, serde_json::Value>>,
+}
+
+pub(super) fn check(spec: &AdapterSpec, source: &str) -> Result<(), FileError> {
+    let deliver = &spec.deliver;
+    if deliver.json.is_some() && deliver.form.is_some() {
+        return Err(FileError::at(
+            line_of(source, "deliver:"),
+            "deliver has both `json` and `form`: a request has one body",
+        ));
+    }
+    let read = request_variables(
+        source,
+        "deliver",
+        &DELIVER_CONTEXT,
+        &RequestTemplates {
+            path: &deliver.path,
+            query: &deliver.query,
+            headers: &deliver.headers,
+            json: deliver.json.as_ref(),
+            form: deliver.form.as_ref(),
+        },
+    )?;
+    rules(source, "deliver", &deliver.outcomes, false)?;
+    idempotency(spec, source, &read)?;
+    lookup(spec, source)?;
+    withdraw(spec, source)?;
+    let needs_proof =
+        spec.idempotency.is_some() || spec.lookup.is_some() || spec.withdraw.is_some();
+    if needs_proof && spec.probe().is_none() {
+        return Err(FileError::at(
+            None,
+            "verify.probe is required: the contract suite needs a request to prove the idempotency, lookup or withdrawal this file declares",
+        ));
+    }
+    Ok(())
+}
+
+/// An idempotent deliver request carries the digest, and the retention outlasts the margin.
+fn idempotency(spec: &AdapterSpec, source: &str, read: &BTreeSet<String>) -> Result<(), FileError> {
+    let Some(idempotency) = &spec.idempotency else {
+        return Ok(());
+    };
+    if !read.contains("digest") {
+        return Err(FileError::at(
+            line_of(source, "deliver:"),
+            "an idempotent adapter's deliver request must carry `{{ digest }}`: without it the same key with other content could not be told apart",
+        ));
+    }
+    if let Some(retention) = idempotency.retention
+        && retention.0 <= 2 * REPLAY_MARGIN
+    {
+        return Err(FileError::at(
+            line_of(source, "retention:"),
+            format!(
+                "idempotency.retention `{}` is too short: it must be longer than twice the {}-minute replay margin",
+                retention.text(),
+                REPLAY_MARGIN.as_secs() / 60
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A lookup reads only what its context has and names its visibility window.
+fn lookup(spec: &AdapterSpec, source: &str) -> Result<(), FileError> {
+    let Some(lookup) = &spec.lookup else {
+        return Ok(());
+    };
+    request_variables(
+        source,
+        "lookup",
+        &LOOKUP_CONTEXT,
+        &RequestTemplates {
+            path: &lookup.path,
+            query: &lookup.query,
+            headers: &lookup.headers,
+            json: None,
+            form: None,
+        },
+    )?;
+    if lookup.visibility_window_ms.is_none() {
+        return Err(FileError::at(
+            line_of(source, "lookup:"),
+            "lookup.visibility_window_ms is required: without it a `not found` could never be told from a delivery the index does not show yet",
+        ));
+    }
+    let mut expressions = vec![
+        &lookup.found.when,
+        &lookup.found.reference,
+        &lookup.found.digest,
+        &lookup.not_found,
+    ];
+    expressions.extend(lookup.found.all.as_ref());
+    expressions.extend(lookup.processing.as_ref());
+    for expression in expressions {
+        reads_only(source, "lookup", expression, &ANSWER_CONTEXT)?;
+    }
+    Ok(())
+}
+
+/// A withdrawal has one body, reads only its context, says what it cannot undo.
+fn withdraw(spec: &AdapterSpec, source: &str) -> Result<(), FileError> {
+    let Some(withdraw) = &spec.withdraw else {
+        return Ok(());
+    };
+    if withdraw.json.is_some() && withdraw.form.is_some() {
+        return Err(FileError::at(
+            line_of(source, "withdraw:"),
+            "withdraw has both `json` and `form`: a request has one body",
+        ));
+    }
+    request_variables(
+        source,
+        "withdraw",
+        &WITHDRAW_CONTEXT,
+        &RequestTemplates {
+            path: &withdraw.path,
+            query: &withdraw.query,
+            headers: &withdraw.headers,
+            json: withdraw.json.as_ref(),
+            form: withdraw.form.as_ref(),
+        },
+    )?;
+    if withdraw
+        .limits
+        .as_deref()
+        .is_none_or(|l| l.trim().is_empty())
+    {
+        return Err(FileError::at(
+            line_of(source, "withdraw:"),
+            "withdraw.limits is required: say what a withdrawal cannot undo",
+        ));
+    }
+    rules(source, "withdraw", &withdraw.outcomes, true)
+}
+
+/// Every variable `templates` read, refusing one outside `context`.
+fn request_variables(
+    source: &str,
+    operation: &str,
+    context: &[&str],
+    templates: &RequestTemplates<'_>,
+) -> Result<BTreeSet<String>, FileError> {
+    let mut strings: Vec<&Template> = vec![templates.path];
+    strings.extend(templates.query.values());
+    strings.extend(templates.headers.values());
+    let mut read = BTreeSet::new();
+    for text in strings {
+        read.extend(allowed(
+            source,
+            operation,
+            &text.0,
+            text.variables(),
+            context,
+        )?);
+    }
+    let trees = templates
+        .json
+        .cloned()
+        .into_iter()
+        .chain(templates.form.map(|f| serde_json::json!(f)));
+    for tree in trees {
+        read.extend(tree_variables(source, operation, &tree, context)?);
+    }
+    Ok(read)
+}
+
+fn tree_variables(
+    source: &str,
+    operation: &str,
+    tree: &serde_json::Value,
+    context: &[&str],
+) -> Result<BTreeSet<String>, FileError> {
+    let mut read = BTreeSet::new();
+    match tree {
+        serde_json::Value::String(text) => {
+            let variables = template::variables_of_text(text)
+                .map_err(|e| FileError::at(line_of(source, text), format!("{operation}: {e}")))?;
+            read.extend(allowed(source, operation, text, variables, context)?);
+        }
+        serde_json::Value::Array(items) => {
+            for item in items {
+                read.extend(tree_variables(source, operation, item, context)?);
+            }
+        }
+        serde_json::Value::Object(fields) => {
+            for value in fields.values() {
+                read.extend(tree_variables(source, operation, value, context)?);
+            }
+        }
+        _ => {}
+    }
+    Ok(read)
+}
+
+/// The roots of `variables`, refusing any outside `context`.
+fn allowed(
+    source: &str,
+    operation: &str,
+    text: &str,
+    variables: BTreeSet<String>,
+    context: &[&str],
+) -> Result<BTreeSet<String>, FileError> {
+    let mut roots = BTreeSet::new();
+    for variable in variables {
+        let root = variable
+            .split(['.', '['])
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        if !context.contains(&root.as_str()) {
+            return Err(FileError::at(
+                line_of(source, text),
+                format!(
+                    "{operation}: `{}` reads `{root}`, which {operation} templates do not see (they see {})",
+                    crate::domain::words::displayable(text),
+                    context
+                        .iter()
+                        .map(|c| format!("`{c}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        roots.insert(root);
+    }
+    Ok(roots)
+}
+
+fn reads_only(
+    source: &str,
+    operation: &str,
+    expression: &Expression,
+    context: &[&str],
+) -> Result<(), FileError> {
+    allowed(
+        source,
+        operation,
+        &expression.0,
+        expression.variables(),
+        context,
+    )
+    .map(|_| ())
+}
+
+/// Each rule reads only the answer and draws exactly one conclusion its operation allows.
+fn rules(source: &str, operation: &str, rules: &[Rule], withdraw: bool) -> Result<(), FileError> {
+    for rule in rules {
+        let line = line_of(source, &rule.when.0);
+        let conclusions = [
+            rule.succeeded.is_some(),
+            rule.rejected.is_some(),
+            rule.failed_before_effect.is_some(),
+            rule.withdrawn.is_some(),
+        ];
+        if conclusions.iter().filter(|c| **c).count() != 1 {
+            return Err(FileError::at(
+                line,
+                format!(
+                    "{operation}: the rule `{}` must conclude exactly one of {}",
+                    rule.when.0,
+                    if withdraw {
+                        "`withdrawn`, `rejected` or `failed_before_effect`"
+                    } else {
+                        "`succeeded`, `rejected` or `failed_before_effect`"
+                    }
+                ),
+            ));
+        }
+        if (withdraw && rule.succeeded.is_some()) || (!withdraw && rule.withdrawn.is_some()) {
+            return Err(FileError::at(
+                line,
+                format!(
+                    "{operation}: the rule `{}` concludes `{}`, which {operation} cannot",
+                    rule.when.0,
+                    if withdraw { "succeeded" } else { "withdrawn" }
+                ),
+            ));
+        }
+        let mut expressions = vec![&rule.when];
+        if let Some(s) = &rule.succeeded {
+            expressions.push(&s.reference);
+            expressions.extend(s.replayed.as_ref());
+            expressions.extend(s.fields.values());
+        }
+        expressions.extend(rule.rejected.as_ref().map(|c| &c.code));
+        expressions.extend(rule.failed_before_effect.as_ref().map(|c| &c.code));
+        expressions.extend(rule.withdrawn.as_ref().map(|w| &w.reference));
+        for expression in expressions {
+            reads_only(source, operation, expression, &ANSWER_CONTEXT)?;
+        }
+    }
+    Ok(())
+}
