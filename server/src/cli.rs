@@ -37,7 +37,8 @@ pub(crate) enum Command {
     /// Adapters Z29C may call.
     #[command(subcommand)]
     Adapter(AdapterCommand),
-    /// Check definition files and store them (each name and version once, immutable after).
+    /// Check definition and adapter files and store them: a definition's name and version
+    /// once, immutable after; an adapter file as the adapter's next version, unverified.
     Apply(ApplyArgs),
     /// Workflow definitions applied to the database.
     #[command(subcommand)]
@@ -246,7 +247,7 @@ pub(crate) enum TokenCommand {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ApplyArgs {
-    /// Definition files (YAML); a directory applies every `*.yaml` in it.
+    /// Definition or adapter files (YAML); a directory applies every `*.yaml` in it.
     #[arg(short = 'f', long = "file", required = true)]
     pub files: Vec<PathBuf>,
     /// Check and print what would be added, storing nothing.
@@ -306,8 +307,27 @@ pub(crate) enum AdapterCommand {
         #[command(flatten)]
         database: DatabaseArgs,
     },
-    /// List registered adapters and their contracts.
-    List(DatabaseArgs),
+    /// List registered adapters, their contracts and how each was verified.
+    List {
+        /// One JSON object per adapter, for programs.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Run an applied adapter's contract suite against a sandbox (most APIs have a test mode;
+    /// the suite makes real, labelled probe calls there). When every claim holds, the adapter's
+    /// declared capabilities are used by automatic recovery; until then its unknown outcomes go
+    /// to review.
+    Verify {
+        /// The adapter's name.
+        name: String,
+        /// The base URL to run the suite against, instead of the file's.
+        #[arg(long)]
+        sandbox: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
 }
 
 #[derive(Debug, Subcommand)]

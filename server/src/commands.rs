@@ -34,9 +34,9 @@ impl Cli {
                 .map(|()| ExitCode::SUCCESS),
                 Command::Token(command) => token(command).await.map(|()| ExitCode::SUCCESS),
                 Command::Adapter(command) => adapter(command).await.map(|()| ExitCode::SUCCESS),
-                Command::Apply(args) => crate::definitions::apply(args).await,
-                Command::Definitions(command) => crate::definitions::definitions(command).await,
-                Command::Render(args) => crate::definitions::render(args).await,
+                Command::Apply(args) => crate::files::apply(args).await,
+                Command::Definitions(command) => crate::files::definitions(command).await,
+                Command::Render(args) => crate::files::render(args).await,
                 Command::User(command) => user(command).await.map(|()| ExitCode::SUCCESS),
                 Command::Check(args) => check(args).await,
                 Command::Migrate(args) => {
@@ -283,19 +283,14 @@ async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
                 contract.capabilities_summary()
             );
         }
-        AdapterCommand::List(database) => {
-            let db = Database::open(&database).await?;
-            for a in engine::store::adapter::all(&db.pool).await? {
-                println!(
-                    "{}\t{}\tv{}\t{}",
-                    a.name,
-                    a.base_url,
-                    a.contract_version,
-                    a.contract.capabilities_summary()
-                );
-            }
-            db.close().await?;
+        AdapterCommand::List { json, database } => {
+            crate::files::list_adapters(json, &database).await?
         }
+        AdapterCommand::Verify {
+            name,
+            sandbox,
+            database,
+        } => crate::files::verify_adapter(&name, &sandbox, &database).await?,
     }
     Ok(())
 }

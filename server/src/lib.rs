@@ -3,7 +3,7 @@
 pub mod cli;
 pub mod commands;
 pub mod database;
-mod definitions;
+mod files;
 pub mod harness;
 pub mod http;
 pub mod metrics;

@@ -179,6 +179,7 @@ impl WorkerTuning {
         config.concurrency = self.concurrency.max(1);
         config.batch = self.batch.max(1);
         config.lease = std::time::Duration::from_secs(self.lease_secs.max(1));
+        config.adapter_refresh = Some(std::time::Duration::from_secs(5));
         config
     }
 }

@@ -109,6 +109,24 @@ impl DataAdapter {
         &self.spec
     }
 
+    /// The base URL the adapter calls, resolved.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The same adapter calling `base_url` instead: a sandbox its contract suite runs against.
+    pub fn with_base_url(mut self, base_url: &str) -> Self {
+        self.base_url = base_url.trim_end_matches('/').to_owned();
+        self
+    }
+
+    /// The same adapter under the contract the engine trusts it with now: the declared one
+    /// once its version is verified, else the declared one with unknown outcomes reviewed.
+    pub fn with_contract(mut self, contract: SideEffectContract) -> Self {
+        self.contract = contract;
+        self
+    }
+
     fn deadline(&self) -> Duration {
         Duration::from_millis(self.contract.deadline_ms)
     }

@@ -8,6 +8,7 @@
 //! the registered adapters, trusting each only once its suite passed (docs/DESIGN.md §5).
 
 mod answer;
+pub mod apply;
 pub mod contract_suite;
 pub mod contracts;
 mod data;

@@ -75,14 +75,20 @@ impl Adapters {
     {
         let mut adapters = Self::default();
         for row in adapter_store::all(executor).await? {
-            adapters.insert(
-                row.name,
-                Arc::new(super::protocol::protocol_adapter(
-                    &row.base_url,
-                    &row.contract,
-                )),
-                row.contract_version,
-            );
+            let adapter = match &row.source {
+                // Applied from a file: built from it, trusted with the stored contract.
+                Some(source) => match super::apply::build(source) {
+                    Ok(adapter) => adapter.with_contract(row.contract),
+                    Err(error) => {
+                        // Its steps wait (`UnknownAdapter`) until the secret is set here.
+                        tracing::error!(adapter = %row.name, %error, "adapter not loaded");
+                        continue;
+                    }
+                },
+                // Registered with `z29c adapter add`: the destination protocol's files.
+                None => super::protocol::protocol_adapter(&row.base_url, &row.contract),
+            };
+            adapters.insert(row.name, Arc::new(adapter), row.contract_version);
         }
         Ok(adapters)
     }

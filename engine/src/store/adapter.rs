@@ -9,8 +9,14 @@ use crate::domain::SideEffectContract;
 pub struct AdapterRow {
     pub name: String,
     pub base_url: String,
+    /// The contract the engine trusts it with now (see `store_file`, `mark_verified`).
     pub contract: SideEffectContract,
     pub contract_version: i32,
+    /// The adapter file of the current version, for an adapter applied from one.
+    pub source: Option<String>,
+    pub verified_version: Option<i32>,
+    pub verified_against: Option<String>,
+    pub demoted_reason: Option<String>,
 }
 
 /// Registers `name` or replaces its URL and contract, verified by the caller's contract suite
@@ -56,7 +62,9 @@ where
     E: Executor<'e, Database = Postgres>,
 {
     let rows = sqlx::query!(
-        r#"select name, base_url, contract, contract_version from adapter order by name"#
+        r#"select name, base_url, contract, contract_version, source, verified_version,
+                  verified_against, demoted_reason
+           from adapter order by name"#
     )
     .fetch_all(executor)
     .await?;
@@ -68,6 +76,10 @@ where
                 contract: serde_json::from_value(r.contract)
                     .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
                 contract_version: r.contract_version,
+                source: r.source,
+                verified_version: r.verified_version,
+                verified_against: r.verified_against,
+                demoted_reason: r.demoted_reason,
             })
         })
         .collect()
@@ -234,5 +246,19 @@ pub async fn demote_for_step(
         reason,
     )
     .fetch_optional(conn)
+    .await
+}
+
+/// A text that changes whenever any adapter is added or changes version, contract or trust.
+pub async fn fingerprint<'e, E>(executor: E) -> sqlx::Result<String>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    sqlx::query_scalar!(
+        r#"select coalesce(string_agg(name || ':' || contract_version || ':' || md5(contract::text),
+                                      ',' order by name), '') as "fingerprint!"
+           from adapter"#
+    )
+    .fetch_one(executor)
     .await
 }

@@ -72,6 +72,10 @@ pub struct WorkerConfig {
     pub recovery_window: Duration,
     /// How often [`Worker::run`] checks the semantic invariants.
     pub invariant_interval: Duration,
+    /// How often [`Worker::run`] looks for adapters applied, changed, verified or demoted
+    /// since it loaded them, and reloads them from the database; never when `None` (a worker
+    /// given adapters of its own, as the tests and the bench do).
+    pub adapter_refresh: Option<Duration>,
     pub retry: RetryPolicy,
 }
 
@@ -86,6 +90,7 @@ impl WorkerConfig {
             idle_poll: Duration::from_millis(250),
             recovery_window: Duration::from_secs(15 * 60),
             invariant_interval: Duration::from_secs(30),
+            adapter_refresh: None,
             retry: RetryPolicy {
                 max_attempts: 5,
                 base: Duration::from_millis(200),
@@ -189,9 +194,11 @@ impl Worker {
 
     /// Runs until `shutdown` resolves: sweeps expired leases, claims, processes, and checks the
     /// semantic invariants every `invariant_interval`.
-    pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
+    pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
         let mut next_check = tokio::time::Instant::now();
+        let mut adapters_seen = None;
+        let mut next_refresh = tokio::time::Instant::now();
         loop {
             // Between passes, never during one: steps in flight finish their protocol first.
             tokio::select! {
@@ -202,6 +209,12 @@ impl Worker {
             if tokio::time::Instant::now() >= next_check {
                 self.check_invariants().await;
                 next_check = tokio::time::Instant::now() + self.config.invariant_interval;
+            }
+            if let Some(every) = self.config.adapter_refresh {
+                if tokio::time::Instant::now() >= next_refresh {
+                    self.refresh_adapters(&mut adapters_seen).await;
+                    next_refresh = tokio::time::Instant::now() + every;
+                }
             }
             let worked = match self.run_once().await {
                 Ok(reports) => !reports.is_empty(),
@@ -216,6 +229,28 @@ impl Worker {
                     () = tokio::time::sleep(self.config.idle_poll) => {}
                 }
             }
+        }
+    }
+
+    /// Reloads the adapters when the registry changed since `seen` (a file applied, a
+    /// version verified or demoted): running workers pick them up without a restart.
+    async fn refresh_adapters(&mut self, seen: &mut Option<String>) {
+        let now = match crate::store::adapter::fingerprint(&self.pool).await {
+            Ok(now) => now,
+            Err(error) => return tracing::warn!(%error, "could not read the adapter registry"),
+        };
+        if seen.as_deref() == Some(now.as_str()) {
+            return;
+        }
+        match Adapters::load(&self.pool).await {
+            Ok(adapters) => {
+                if seen.is_some() {
+                    tracing::info!(worker = %self.config.name, "adapters changed; reloaded");
+                }
+                self.adapters = Arc::new(adapters);
+                *seen = Some(now);
+            }
+            Err(error) => tracing::warn!(%error, "could not reload the adapters"),
         }
     }
 

@@ -1,5 +1,5 @@
-//! `z29c apply`, `z29c definitions list` and `z29c render`: definition files checked, stored and
-//! rendered (docs/DESIGN.md §16).
+//! Definition and adapter files (docs/DESIGN.md §16): `z29c apply`, `z29c definitions list`,
+//! `z29c render`, `z29c adapter list` and `z29c adapter verify`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::cli::{ApplyArgs, DefinitionsCommand, RenderArgs};
-use crate::database::Database;
+use crate::database::{Database, DatabaseArgs};
 
 /// The files `paths` name: each file, and every `*.yaml` in each directory, sorted.
 fn files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
@@ -36,34 +36,82 @@ fn read(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
 }
 
-/// Checks every file first and stores only when all of them pass; prints what each did.
+/// What kind of file `source` is: an adapter file has `deliver`, a definition `steps`.
+enum FileKind {
+    Definition,
+    Adapter,
+}
+
+fn kind_of(source: &str) -> Option<FileKind> {
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(source).ok()?;
+    let map = value.as_mapping()?;
+    if map.contains_key("deliver") {
+        Some(FileKind::Adapter)
+    } else if map.contains_key("steps") {
+        Some(FileKind::Definition)
+    } else {
+        None
+    }
+}
+
+/// Checks every file first and stores only when all of them pass, adapters before the
+/// definitions that name them; prints what each did.
 pub(crate) async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
-    let files = files(&args.files)?;
-    let mut sources = Vec::new();
-    for path in &files {
-        let source = read(path)?;
-        if let Err(error) = Definition::from_source(&source) {
+    let mut adapters = Vec::new();
+    let mut definitions = Vec::new();
+    for path in files(&args.files)? {
+        let source = read(&path)?;
+        let checked = match kind_of(&source) {
+            Some(FileKind::Adapter) => engine::adapter::apply::build(&source).map(|_| ()),
+            Some(FileKind::Definition) => Definition::from_source(&source).map(|_| ()),
+            None => Err(engine::file_error::FileError::at(
+                None,
+                "neither a definition (it has no `steps`) nor an adapter (it has no `deliver`)",
+            )),
+        };
+        if let Err(error) = checked {
             eprintln!("{}: {error}", path.display());
             return Ok(ExitCode::FAILURE);
         }
-        sources.push((path, source));
+        match kind_of(&source) {
+            Some(FileKind::Adapter) => adapters.push((path, source)),
+            _ => definitions.push((path, source)),
+        }
     }
     let db = Database::open(&args.database).await?;
     let mut failed = false;
-    for (path, source) in &sources {
-        match engine::definition::apply(&db.pool, source, "cli", args.dry_run).await {
-            Ok(Applied::Added { name, version }) if args.dry_run => {
-                println!("{}: would add definition {name} v{version}", path.display())
-            }
-            Ok(Applied::Added { name, version }) => {
-                println!("{}: added definition {name} v{version}", path.display())
-            }
-            Ok(Applied::Unchanged { name, version }) => {
+    let verb = |dry: bool, done: &'static str, would: &'static str| if dry { would } else { done };
+    for (path, source) in &adapters {
+        use engine::store::adapter::FileStored;
+        match engine::adapter::apply::apply(&db.pool, source, "cli", args.dry_run).await {
+            Ok((name, FileStored::Added { version } | FileStored::Changed { version })) => {
                 println!(
-                    "{}: definition {name} v{version} is applied already, unchanged",
-                    path.display()
+                    "{}: {} adapter {name} v{version}, unverified until `z29c adapter verify {name} --sandbox URL` passes",
+                    path.display(),
+                    verb(args.dry_run, "stored", "would store"),
                 )
             }
+            Ok((name, FileStored::Unchanged { version })) => println!(
+                "{}: adapter {name} v{version} is applied already, unchanged",
+                path.display()
+            ),
+            Err(error) => {
+                eprintln!("{}: {error}", path.display());
+                failed = true;
+            }
+        }
+    }
+    for (path, source) in &definitions {
+        match engine::definition::apply(&db.pool, source, "cli", args.dry_run).await {
+            Ok(Applied::Added { name, version }) => println!(
+                "{}: {} definition {name} v{version}",
+                path.display(),
+                verb(args.dry_run, "added", "would add"),
+            ),
+            Ok(Applied::Unchanged { name, version }) => println!(
+                "{}: definition {name} v{version} is applied already, unchanged",
+                path.display()
+            ),
             Err(error) => {
                 eprintln!("{}: {error}", path.display());
                 failed = true;
@@ -76,6 +124,69 @@ pub(crate) async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `z29c adapter list`.
+pub(crate) async fn list_adapters(json: bool, database: &DatabaseArgs) -> anyhow::Result<()> {
+    let db = Database::open(database).await?;
+    let rows = engine::store::adapter::all(&db.pool).await?;
+    db.close().await?;
+    for a in rows {
+        let trust = match (&a.demoted_reason, a.verified_version) {
+            (Some(reason), _) => format!("demoted: {reason}"),
+            (None, Some(v)) if v == a.contract_version => format!(
+                "verified{}",
+                a.verified_against
+                    .as_deref()
+                    .map(|s| format!(" against {s}"))
+                    .unwrap_or_default()
+            ),
+            _ => "unverified: unknown outcomes reviewed".to_owned(),
+        };
+        if json {
+            println!(
+                "{}",
+                json!({ "name": a.name, "base_url": a.base_url, "version": a.contract_version,
+                        "kind": a.contract.kind().as_str(), "contract": a.contract,
+                        "from_file": a.source.is_some(), "verified_version": a.verified_version,
+                        "verified_against": a.verified_against, "demoted": a.demoted_reason })
+            );
+        } else {
+            println!(
+                "{:<22} v{:<3} {:<34} {} — {trust}",
+                a.name,
+                a.contract_version,
+                a.base_url,
+                a.contract.capabilities_summary()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `z29c adapter verify NAME --sandbox URL`.
+pub(crate) async fn verify_adapter(
+    name: &str,
+    sandbox: &str,
+    database: &DatabaseArgs,
+) -> anyhow::Result<()> {
+    use engine::adapter::apply::Verified;
+    let db = Database::open(database).await?;
+    let verified = engine::adapter::apply::verify(&db.pool, name, sandbox).await;
+    db.close().await?;
+    match verified? {
+        Verified::Passed { version, report } => {
+            println!(
+                "{} Version {version} is verified against {sandbox}: its declared capabilities are used from now on.",
+                report.summary()
+            );
+            Ok(())
+        }
+        Verified::Failed { version, report } => anyhow::bail!(
+            "{} Version {version} stays unverified: its unknown outcomes go to review.",
+            report.summary()
+        ),
+    }
 }
 
 /// `z29c definitions list`.
