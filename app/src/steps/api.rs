@@ -121,7 +121,7 @@ fn permitted_actions_of(
                 last_lookup: e.last_lookup.as_ref(),
                 request_prepared: e.request_prepared,
                 open_incident: e.open_incident,
-                key_first_sent_ms_ago: None,
+                key_first_sent_ms_ago: e.key_first_sent_ms_ago,
             })
         })
         .unwrap_or_default()

@@ -452,7 +452,7 @@ mod tests {
         );
         let refused = refusal(&past, Role::Approver, A::RetrySameKey).unwrap();
         assert!(
-            refused.contains("first sent 23 h 52 min ago: a same-key retry could be charged again"),
+            refused.contains("first sent 23 h 52 min ago: the provider may have forgotten it, so a same-key retry could make the effect a second time"),
             "{refused}"
         );
     }

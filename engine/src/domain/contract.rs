@@ -117,7 +117,7 @@ impl SideEffectContract {
             return None;
         }
         Some(format!(
-            "The provider keeps idempotency keys for {} and this key was first sent {} ago: a same-key retry could be charged again.",
+            "The provider keeps idempotency keys for {} and this key was first sent {} ago: the provider may have forgotten it, so a same-key retry could make the effect a second time.",
             span(self.idempotency_retention_ms?),
             span(first_sent_ms_ago?)
         ))

@@ -80,7 +80,7 @@ impl ReviewReason {
                 first_sent_ms_ago,
             } => {
                 return format!(
-                    "The provider keeps idempotency keys for {} and this key was first sent {} ago: a same-key retry could be charged again.",
+                    "The provider keeps idempotency keys for {} and this key was first sent {} ago: the provider may have forgotten it, so a same-key retry could make the effect a second time.",
                     super::contract::span(retention_ms),
                     super::contract::span(first_sent_ms_ago)
                 );
@@ -442,7 +442,7 @@ mod tests {
         };
         assert_eq!(
             reason.sentence(),
-            "The provider keeps idempotency keys for 24 h and this key was first sent 23 h 52 min ago: a same-key retry could be charged again."
+            "The provider keeps idempotency keys for 24 h and this key was first sent 23 h 52 min ago: the provider may have forgotten it, so a same-key retry could make the effect a second time."
         );
     }
 

@@ -30,6 +30,9 @@ pub struct Evidence {
     pub input_digest: Option<String>,
     pub request_summary: Option<serde_json::Value>,
     pub first_sent_at: Option<DateTime<Utc>>,
+    /// How long ago the request was first sent, in milliseconds (the provider's key retention
+    /// runs from then).
+    pub key_first_sent_ms_ago: Option<u64>,
     pub last_sent_at: Option<DateTime<Utc>>,
     pub unknown_since: Option<DateTime<Utc>>,
     pub receipt: Option<(String, String, DateTime<Utc>)>,
@@ -189,6 +192,9 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
         input_digest: s.input_digest,
         request_summary: s.summary,
         first_sent_at: s.first_sent_at,
+        key_first_sent_ms_ago: s
+            .first_sent_at
+            .map(|at| u64::try_from((Utc::now() - at).num_milliseconds()).unwrap_or(0)),
         last_sent_at: s.last_sent_at,
         unknown_since: s.unknown_since,
         receipt: match (s.receipt_method, s.receipt_reference, s.receipt_at) {

@@ -28,6 +28,8 @@ pub struct StepFacts {
     pub request_bound: bool,
     pub contract_version: Option<i32>,
     pub open_incident: bool,
+    /// How long ago the request was first sent, in milliseconds.
+    pub key_first_sent_ms_ago: Option<u64>,
 }
 
 impl StepFacts {
@@ -39,7 +41,7 @@ impl StepFacts {
             last_lookup: self.last_lookup.as_ref(),
             request_prepared: self.request_prepared,
             open_incident: self.open_incident,
-            key_first_sent_ms_ago: None,
+            key_first_sent_ms_ago: self.key_first_sent_ms_ago,
         })
     }
 }
@@ -72,6 +74,7 @@ pub async fn read_facts(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
                   -- regenerated identically when evidence of it is attached.
                   (q.request_key is not null or s.restored_at is not null) as "request_prepared!",
                   q.request_key is not null as "request_bound!", a.contract_version as "contract_version?",
+                  (extract(epoch from now() - q.first_sent_at) * 1000)::bigint as key_age_ms,
                   (select o.body from observation o
                     where o.step_id = s.id and o.kind = 'lookup'
                       and o.observed_at >= coalesce(q.last_sent_at, '-infinity')
@@ -109,6 +112,7 @@ pub async fn read_facts(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
         request_bound: r.request_bound,
         contract_version: r.contract_version,
         open_incident: r.open_incident,
+        key_first_sent_ms_ago: r.key_age_ms.map(|ms| u64::try_from(ms).unwrap_or(0)),
     }))
 }
 

@@ -62,6 +62,19 @@ pub async fn request_contract_version(
     .await
 }
 
+/// How long ago the request under `key` was first sent, in milliseconds (`None` before its
+/// first send): a provider that forgets idempotency keys may have forgotten this one.
+pub async fn key_age_ms(conn: &mut PgConnection, key: &str) -> sqlx::Result<Option<u64>> {
+    let age = sqlx::query_scalar!(
+        r#"select (extract(epoch from now() - first_sent_at) * 1000)::bigint as age
+           from external_request where request_key = $1"#,
+        key
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(age.flatten().map(|ms| u64::try_from(ms).unwrap_or(0)))
+}
+
 /// The digest bound to `key` and its canonical summary.
 pub async fn request_identity(
     conn: &mut PgConnection,

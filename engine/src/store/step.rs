@@ -93,12 +93,14 @@ pub async fn read_claimed(conn: &mut PgConnection, step: Uuid) -> sqlx::Result<O
     .await
 }
 
-/// Outputs and receipt fields of a workflow's succeeded steps, keyed by logical name:
+/// Outputs and receipt fields of a workflow's succeeded steps, keyed by logical name (an
+/// external step's typed receipt fields, when its adapter's rule read any, beside its
+/// reference, digest and key):
 /// `{"render": {...output}, "deliver": {"external_reference": …, "input_digest": …}}`.
 pub async fn dependency_facts(conn: &mut PgConnection, workflow: Uuid) -> sqlx::Result<Value> {
     sqlx::query_scalar!(
         r#"select coalesce(jsonb_object_agg(s.logical,
-                      coalesce(s.output, jsonb_build_object(
+                      coalesce(s.output, coalesce(r.result_summary -> 'fields', '{}') || jsonb_build_object(
                           'external_reference', r.external_reference,
                           'input_digest', r.input_digest,
                           'request_key', r.request_key))), '{}') as "facts!"

@@ -212,11 +212,20 @@ impl Worker {
                     external_reference,
                     replayed,
                     status,
-                    ..
+                    fields,
                 },
                 Some(method),
             ) => {
-                let summary = json!({ "status": status, "replayed": replayed });
+                // The typed receipt fields the adapter's rule read from the answer; dependants
+                // read them as `steps.<name>.<field>` (store::step::dependency_facts).
+                let fields = json!(fields);
+                // The receipt keeps a bounded summary: a rule reading a whole body is cut off.
+                let fields = if fields.to_string().len() > 3072 {
+                    json!({ "omitted": "the typed fields came to more than 3 KiB" })
+                } else {
+                    fields
+                };
+                let summary = json!({ "status": status, "replayed": replayed, "fields": fields });
                 self.hold()
                     .record_reference(&mut tx, step, key, external_reference, method, &summary)
                     .await?
@@ -254,7 +263,8 @@ impl Worker {
     ) -> Settle {
         let contract = adapter.contract();
         match outcome {
-            AttemptOutcome::OutcomeUnknown => self.after_unknown(step, contract, None),
+            // The key's age matters only to a replay, which `recover` decides with it.
+            AttemptOutcome::OutcomeUnknown => self.after_unknown(step, contract, None, None),
             AttemptOutcome::Rejected | AttemptOutcome::FailedBeforeEffect => {
                 let attempts = step.attempt_count.max(1);
                 if observation.may_retry(contract) && attempts < self.config.retry.max_attempts {

@@ -30,6 +30,7 @@ impl Worker {
         step: &Claimed,
         contract: &SideEffectContract,
         last_lookup: Option<LookupAnswer>,
+        key_first_sent_ms_ago: Option<u64>,
     ) -> Settle {
         if failpoint::broken(BrokenRule::ResendOpaque) {
             return Settle::Unknown { recheck_millis: 0 };
@@ -38,7 +39,7 @@ impl Worker {
         let facts = UnknownOutcomeFacts {
             last_lookup,
             recovery_deadline_passed: deadline_passed,
-            key_first_sent_ms_ago: None,
+            key_first_sent_ms_ago,
         };
         match decide_after_unknown(contract, &facts) {
             RecoveryDecision::Review { .. } => Settle::Review,
@@ -63,9 +64,10 @@ impl Worker {
         let key = request_key(step);
         // The contract (or the destination's URL) changed since the request was sent: what the
         // adapter can prove now says nothing about that request. A person decides.
-        let sent_under =
-            request::request_contract_version(&mut *self.pool.acquire().await?, key.as_str())
-                .await?;
+        let mut conn = self.pool.acquire().await?;
+        let sent_under = request::request_contract_version(&mut conn, key.as_str()).await?;
+        let key_age = request::key_age_ms(&mut conn, key.as_str()).await?;
+        drop(conn);
         if sent_under.is_some_and(|v| v != contract_version) {
             self.settle_alone(step, Settle::Review).await?;
             return Ok(StepReport::ToReview);
@@ -74,7 +76,7 @@ impl Worker {
         let mut facts = UnknownOutcomeFacts {
             last_lookup: None,
             recovery_deadline_passed: deadline_passed,
-            key_first_sent_ms_ago: None,
+            key_first_sent_ms_ago: key_age,
         };
         loop {
             if failpoint::broken(BrokenRule::ResendOpaque) {
@@ -106,7 +108,9 @@ impl Worker {
                 | RecoveryDecision::Review { .. }) => {
                     let settle = match decision {
                         RecoveryDecision::Review { .. } => Settle::Review,
-                        _ => self.after_unknown(step, &contract, facts.last_lookup.clone()),
+                        _ => {
+                            self.after_unknown(step, &contract, facts.last_lookup.clone(), key_age)
+                        }
                     };
                     self.settle_alone(step, settle).await?;
                     return Ok(if settle == Settle::Review {
