@@ -9,6 +9,7 @@ mod demo;
 mod fuzz;
 mod headers;
 mod http;
+mod own_api;
 mod proxy;
 mod reads;
 mod support;
