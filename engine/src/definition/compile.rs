@@ -168,12 +168,6 @@ impl Definition {
         }
     }
 
-    /// Whether cancelling after `logical`'s effect asks its adapter to withdraw it.
-    pub fn compensates(&self, logical: &str) -> bool {
-        self.external(logical)
-            .is_ok_and(|e| e.compensation.is_some())
-    }
-
     /// Checks `input` against the schema and normalizes it: the result is what gets digested,
     /// and it satisfies the schema too (normalizing it again gives it back).
     pub fn normalize(&self, input: &Value) -> Result<Value, InputError> {

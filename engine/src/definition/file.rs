@@ -91,18 +91,9 @@ pub struct ExternalFile {
     /// A template tree: the request the adapter shapes for the wire.
     pub request: Value,
     /// What the destination compares under one key; the digest of `request` by default.
+    /// (What counteracts the step is its adapter's `withdraw` operation, when it has one.)
     #[serde(default)]
     pub digest: Option<String>,
-    /// Whether cancelling after the effect asks the adapter to withdraw it.
-    #[serde(default)]
-    pub compensation: Option<Compensation>,
-}
-
-/// Which adapter operation counteracts an external step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Compensation {
-    Withdraw,
 }
 
 /// The words people see for a step; any sentence left out is made from `noun` and `service`.
