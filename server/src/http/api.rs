@@ -28,10 +28,15 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/v1/workflows", post(start))
         .route("/api/v1/workflows/{id}", get(status))
-        .route("/api/v1/definitions", get(super::definitions_api::list))
+        .route("/api/v1/definitions", get(super::files_api::list))
         .route(
             "/api/v1/definitions/{name}/{version}",
-            axum::routing::put(super::definitions_api::put),
+            axum::routing::put(super::files_api::put),
+        )
+        .route("/api/v1/adapters", get(super::files_api::list_adapters))
+        .route(
+            "/api/v1/adapters/{name}",
+            axum::routing::put(super::files_api::put_adapter),
         )
         .route("/api/v1/openapi.json", get(openapi))
         // Under /api, an unknown path answers JSON too, not the console's page.
@@ -42,19 +47,22 @@ pub fn routes() -> Router<AppState> {
 /// The OpenAPI description of `/api/v1`, generated from the handlers below.
 #[derive(utoipa::OpenApi)]
 #[openapi(
-    info(title = "Z29C API", description = "Start workflows, read their status, and apply the definitions they run."),
+    info(title = "Z29C API", description = "Start workflows, read their status, and apply the definitions and adapters they run."),
     paths(
         start,
         status,
-        super::definitions_api::list,
-        super::definitions_api::put
+        super::files_api::list,
+        super::files_api::put,
+        super::files_api::list_adapters,
+        super::files_api::put_adapter
     ),
     components(schemas(
         StartBody,
         ErrorBody,
         engine::read::status::WorkflowStatus,
-        super::definitions_api::DefinitionBody,
-        super::definitions_api::AppliedBody
+        super::files_api::DefinitionBody,
+        super::files_api::AppliedBody,
+        super::files_api::AdapterBody
     )),
     modifiers(&BearerAuth)
 )]

@@ -2,7 +2,7 @@
 //! under `/api/v1`, the probe endpoints and `/metrics`.
 
 pub mod api;
-mod definitions_api;
+mod files_api;
 mod headers;
 mod probes;
 pub mod proxy;

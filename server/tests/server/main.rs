@@ -4,8 +4,8 @@
 mod api;
 mod auth;
 mod console;
-mod definitions_api;
 mod demo;
+mod files_api;
 mod fuzz;
 mod headers;
 mod http;

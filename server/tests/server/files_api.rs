@@ -2,6 +2,7 @@
 
 use axum::http::StatusCode;
 use engine::domain::Role;
+use serde_json::Value;
 use sqlx::PgPool;
 
 use crate::api::{call, token};
@@ -91,4 +92,78 @@ async fn an_operator_token_cannot_change_what_workflows_run(pool: PgPool) {
     .await;
 
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+}
+
+const OPAQUE_DOCS: &str = include_str!("../../../adapters/opaque-docs.yaml");
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn an_adapter_file_put_twice_is_one_version_and_a_changed_one_the_next_unverified(
+    pool: PgPool,
+) {
+    let approver = token(&pool, "deploy", Role::Approver, None).await;
+    let path = "/api/v1/adapters/opaque-docs";
+
+    let (status, first) = call(
+        &pool,
+        "PUT",
+        path,
+        Some(&approver),
+        Some(OPAQUE_DOCS.into()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{first}");
+    let (status, again) = call(
+        &pool,
+        "PUT",
+        path,
+        Some(&approver),
+        Some(OPAQUE_DOCS.into()),
+    )
+    .await;
+    assert_eq!(
+        (status, again["result"].as_str()),
+        (StatusCode::OK, Some("unchanged"))
+    );
+    let slower = OPAQUE_DOCS.replace("deadline_ms: 2000", "deadline_ms: 4000");
+    let (status, changed) = call(&pool, "PUT", path, Some(&approver), Some(slower)).await;
+    assert_eq!(status, StatusCode::CREATED, "{changed}");
+    assert_eq!(changed["version"], 2);
+
+    let (_, listed) = call(&pool, "GET", "/api/v1/adapters", Some(&approver), None).await;
+    assert_eq!(listed[0]["version"], 2);
+    assert_eq!(
+        listed[0]["verified_version"],
+        Value::Null,
+        "a new version is unverified"
+    );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn an_adapter_file_is_refused_for_an_operator_or_under_another_name(pool: PgPool) {
+    let operator = token(&pool, "ops", Role::Operator, None).await;
+    let approver = token(&pool, "deploy", Role::Approver, None).await;
+
+    let (status, _) = call(
+        &pool,
+        "PUT",
+        "/api/v1/adapters/opaque-docs",
+        Some(&operator),
+        Some(OPAQUE_DOCS.into()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, body) = call(
+        &pool,
+        "PUT",
+        "/api/v1/adapters/payments",
+        Some(&approver),
+        Some(OPAQUE_DOCS.into()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let stored: i64 = sqlx::query_scalar("select count(*) from adapter")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 0);
 }

@@ -1,0 +1,276 @@
+//! `/api/v1/definitions` and `/api/v1/adapters`: apply definition and adapter files and list
+//! what is applied, for programs that deploy them the way they deploy code (docs/DESIGN.md §16).
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use engine::definition::{Applied, ApplyError};
+use engine::domain::Role;
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+
+use super::api::{ApiClient, ApiError};
+
+/// One applied definition.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(super) struct DefinitionBody {
+    name: String,
+    version: i32,
+    /// `sha256:` of the file as applied.
+    digest: String,
+    applied_by: String,
+    /// RFC 3339.
+    applied_at: String,
+}
+
+/// What applying did.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(super) struct AppliedBody {
+    name: String,
+    version: i32,
+    /// `added`, `unchanged`, or with `dry_run` `would_add`.
+    result: &'static str,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ApplyQuery {
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// Every applied definition, by name and version.
+#[utoipa::path(
+    get,
+    path = "/api/v1/definitions",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Applied definitions", body = [DefinitionBody]),
+        (status = 401, description = "No or bad bearer token", body = super::api::ErrorBody),
+    )
+)]
+pub(super) async fn list(
+    _client: ApiClient,
+    State(pool): State<PgPool>,
+) -> Result<Json<Vec<DefinitionBody>>, ApiError> {
+    let rows = engine::store::definition::all(&pool).await?;
+    Ok(Json(
+        rows.into_iter()
+            .map(|r| DefinitionBody {
+                name: r.name,
+                version: r.version,
+                digest: r.digest,
+                applied_by: r.applied_by,
+                applied_at: r.applied_at.to_rfc3339(),
+            })
+            .collect(),
+    ))
+}
+
+/// Checks a definition file (the request body, YAML) and stores it under its name and
+/// version, which must be the ones in the path. Applying the same file again changes nothing;
+/// another file under a stored name and version is refused with the difference.
+#[utoipa::path(
+    put,
+    path = "/api/v1/definitions/{name}/{version}",
+    params(
+        ("name" = String, Path, description = "The definition's name, as in the file"),
+        ("version" = i32, Path, description = "Its version, as in the file"),
+        ("dry_run" = Option<bool>, Query, description = "Check only; store nothing"),
+    ),
+    request_body(content = String, content_type = "application/yaml", description = "The definition file"),
+    security(("bearer" = [])),
+    responses(
+        (status = 201, description = "Stored", body = AppliedBody),
+        (status = 200, description = "The same file was stored already, or a dry run", body = AppliedBody),
+        (status = 401, description = "No or bad bearer token", body = super::api::ErrorBody),
+        (status = 403, description = "Not an approver token", body = super::api::ErrorBody),
+        (status = 409, description = "Another file is stored under this name and version (the error carries the diff)", body = super::api::ErrorBody),
+        (status = 422, description = "The file is refused: the error names the line and what is wrong", body = super::api::ErrorBody),
+    )
+)]
+pub(super) async fn put(
+    client: ApiClient,
+    State(pool): State<PgPool>,
+    Path((name, version)): Path<(String, i32)>,
+    Query(query): Query<ApplyQuery>,
+    body: String,
+) -> Result<Response, ApiError> {
+    let grant = &client.0;
+    if grant.role < Role::Approver {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "token `{}` is not an approver token: only approvers change what workflows run",
+                grant.name
+            ),
+        ));
+    }
+    let applied_by = format!("token:{}", grant.name);
+    let (status, applied, result) = match engine::definition::apply_as(
+        &pool,
+        &body,
+        &name,
+        version,
+        &applied_by,
+        query.dry_run,
+    )
+    .await
+    {
+        Ok(Applied::Added { name, version }) if query.dry_run => {
+            (StatusCode::OK, (name, version), "would_add")
+        }
+        Ok(Applied::Added { name, version }) => (StatusCode::CREATED, (name, version), "added"),
+        Ok(Applied::Unchanged { name, version }) => (StatusCode::OK, (name, version), "unchanged"),
+        Err(ApplyError::Sqlx(e)) => return Err(e.into()),
+        Err(e @ ApplyError::Changed { .. }) => {
+            return Err(ApiError::new(StatusCode::CONFLICT, e.to_string()));
+        }
+        Err(e) => {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                e.to_string(),
+            ));
+        }
+    };
+    let (name, version) = applied;
+    Ok((
+        status,
+        Json(AppliedBody {
+            name,
+            version,
+            result,
+        }),
+    )
+        .into_response())
+}
+
+/// One registered adapter, and how far its contract is trusted.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(super) struct AdapterBody {
+    name: String,
+    version: i32,
+    base_url: String,
+    /// `idempotent`, `queryable` or `opaque`.
+    kind: &'static str,
+    capabilities: String,
+    from_file: bool,
+    verified_version: Option<i32>,
+    verified_against: Option<String>,
+    /// Why a contradiction seen in production demoted it to review, if one did.
+    demoted: Option<String>,
+}
+
+/// Every registered adapter.
+#[utoipa::path(
+    get,
+    path = "/api/v1/adapters",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Registered adapters", body = [AdapterBody]),
+        (status = 401, description = "No or bad bearer token", body = super::api::ErrorBody),
+    )
+)]
+pub(super) async fn list_adapters(
+    _client: ApiClient,
+    State(pool): State<PgPool>,
+) -> Result<Json<Vec<AdapterBody>>, ApiError> {
+    let rows = engine::store::adapter::all(&pool).await?;
+    Ok(Json(
+        rows.into_iter()
+            .map(|a| AdapterBody {
+                kind: a.contract.kind().as_str(),
+                capabilities: a.contract.capabilities_summary(),
+                name: a.name,
+                version: a.contract_version,
+                base_url: a.base_url,
+                from_file: a.source.is_some(),
+                verified_version: a.verified_version,
+                verified_against: a.verified_against,
+                demoted: a.demoted_reason,
+            })
+            .collect(),
+    ))
+}
+
+/// Checks an adapter file (the request body, YAML; its secrets must be set where the server
+/// runs) and stores it as the adapter's next version, unverified until
+/// `z29c adapter verify NAME --sandbox URL` passes. The file's name must be the path's.
+#[utoipa::path(
+    put,
+    path = "/api/v1/adapters/{name}",
+    params(
+        ("name" = String, Path, description = "The adapter's name, as in the file"),
+        ("dry_run" = Option<bool>, Query, description = "Check only; store nothing"),
+    ),
+    request_body(content = String, content_type = "application/yaml", description = "The adapter file"),
+    security(("bearer" = [])),
+    responses(
+        (status = 201, description = "Stored as a new version", body = AppliedBody),
+        (status = 200, description = "The same file is the current version already, or a dry run", body = AppliedBody),
+        (status = 401, description = "No or bad bearer token", body = super::api::ErrorBody),
+        (status = 403, description = "Not an approver token", body = super::api::ErrorBody),
+        (status = 422, description = "The file is refused: the error names the line and what is wrong", body = super::api::ErrorBody),
+    )
+)]
+pub(super) async fn put_adapter(
+    client: ApiClient,
+    State(pool): State<PgPool>,
+    Path(name): Path<String>,
+    Query(query): Query<ApplyQuery>,
+    body: String,
+) -> Result<Response, ApiError> {
+    use engine::adapter::apply::AdapterApplyError;
+    use engine::store::adapter::FileStored;
+    let grant = &client.0;
+    if grant.role < Role::Approver {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "token `{}` is not an approver token: only approvers change what workflows call",
+                grant.name
+            ),
+        ));
+    }
+    let named = engine::adapter::AdapterSpec::parse(&body)
+        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
+    if named.name != name {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!(
+                "the file defines adapter `{}`, not `{name}` as the path says",
+                named.name
+            ),
+        ));
+    }
+    let applied_by = format!("token:{}", grant.name);
+    let stored = match engine::adapter::apply::apply(&pool, &body, &applied_by, query.dry_run).await
+    {
+        Ok((_, stored)) => stored,
+        Err(AdapterApplyError::Sqlx(e)) => return Err(e.into()),
+        Err(e) => {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                e.to_string(),
+            ));
+        }
+    };
+    let (status, version, result) = match stored {
+        FileStored::Unchanged { version } => (StatusCode::OK, version, "unchanged"),
+        FileStored::Added { version } | FileStored::Changed { version } if query.dry_run => {
+            (StatusCode::OK, version, "would_add")
+        }
+        FileStored::Added { version } | FileStored::Changed { version } => {
+            (StatusCode::CREATED, version, "added")
+        }
+    };
+    Ok((
+        status,
+        Json(AppliedBody {
+            name,
+            version,
+            result,
+        }),
+    )
+        .into_response())
+}
