@@ -14,5 +14,6 @@ mod operators;
 mod outbox;
 mod replace;
 mod roles;
+mod schemas;
 mod support;
 mod worker;
