@@ -56,14 +56,7 @@ pub async fn review_queue(
         Vec::new()
     };
     Ok(QueuePage {
-        items: {
-            let mut items = Vec::with_capacity(rows.len());
-            for row in rows {
-                let words = step_words(&pool, &row).await?;
-                items.push(queue_item(row, &words, now));
-            }
-            items
-        },
+        items: queue_items(&pool, rows, now).await?,
         incidents: incidents
             .into_iter()
             .map(|i| incident_item(i, now))
@@ -71,15 +64,7 @@ pub async fn review_queue(
         next,
         by_state: counts.by_state,
         by_adapter: counts.by_adapter,
-        definitions: {
-            let mut names: Vec<String> = engine::store::definition::all(&pool)
-                .await?
-                .into_iter()
-                .map(|d| d.name)
-                .collect();
-            names.dedup();
-            names
-        },
+        definitions: definition_names(&pool).await?,
         found,
         alerts: engine::read::alerts::open(&pool)
             .await?
@@ -142,6 +127,33 @@ async fn search_steps(
             external_reference: r.external_reference.unwrap_or_default(),
         })
         .collect())
+}
+
+/// The queue rows as the page lists them.
+#[cfg(feature = "ssr")]
+async fn queue_items(
+    pool: &sqlx::PgPool,
+    rows: Vec<engine::read::queue::QueueRow>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<super::types::QueueItem>, sqlx::Error> {
+    let mut items = Vec::with_capacity(rows.len());
+    for row in rows {
+        let words = step_words(pool, &row).await?;
+        items.push(queue_item(row, &words, now));
+    }
+    Ok(items)
+}
+
+/// The names of the applied definitions, for the queue's filter.
+#[cfg(feature = "ssr")]
+async fn definition_names(pool: &sqlx::PgPool) -> Result<Vec<String>, sqlx::Error> {
+    let mut names: Vec<String> = engine::store::definition::all(pool)
+        .await?
+        .into_iter()
+        .map(|d| d.name)
+        .collect();
+    names.dedup();
+    Ok(names)
 }
 
 /// The words the row's definition gives its step (compiled once per process and version).

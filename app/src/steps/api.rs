@@ -25,12 +25,7 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
         .partition(|a| operator.role.may(*a));
     let busy = e.leased_until.map(busy_sentence);
     let attempt_count = e.attempts.len();
-    let subject = if e.subject.is_empty() {
-        "the recipient".to_owned()
-    } else {
-        e.subject.clone()
-    };
-    let noun = e.noun.to_lowercase();
+    let ((subject, noun), trust) = (acts_on(&e), trust_of(&e));
     Ok(StepEvidence {
         version: e.version.to_string(),
         busy,
@@ -64,11 +59,7 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
         content_digest: e
             .content_digest
             .unwrap_or_else(|| "— (not prepared yet)".into()),
-        trust: e
-            .trust
-            .as_ref()
-            .map(|t| t.sentence())
-            .unwrap_or_else(|| "— (a pure step)".into()),
+        trust,
         request_key: e
             .request_key
             .unwrap_or_else(|| "— (not prepared yet)".into()),
@@ -103,6 +94,25 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
 fn evidence_time(t: Option<chrono::DateTime<chrono::Utc>>) -> String {
     t.map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string())
         .unwrap_or_else(|| "—".into())
+}
+
+/// Whom the step's workflow acts on, and what its effect is called (lower case).
+#[cfg(feature = "ssr")]
+fn acts_on(e: &engine::read::evidence::Evidence) -> (String, String) {
+    let subject = match e.subject.as_str() {
+        "" => "the recipient".to_owned(),
+        subject => subject.to_owned(),
+    };
+    (subject, e.noun.to_lowercase())
+}
+
+/// How the step's adapter contract was verified, in a sentence.
+#[cfg(feature = "ssr")]
+fn trust_of(e: &engine::read::evidence::Evidence) -> String {
+    e.trust
+        .as_ref()
+        .map(|t| t.sentence())
+        .unwrap_or_else(|| "— (a pure step)".into())
 }
 
 /// What the step's contract and state permit now, whatever the operator's role; nothing for a

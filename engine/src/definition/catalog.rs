@@ -14,8 +14,10 @@ use super::{Definition, InputError};
 use crate::file_error::FileError;
 use crate::store::definition as store;
 
-static COMPILED: LazyLock<RwLock<HashMap<(String, i32), Arc<Definition>>>> =
-    LazyLock::new(Default::default);
+/// Compiled definitions by name and version.
+type Compiled = HashMap<(String, i32), Arc<Definition>>;
+
+static COMPILED: LazyLock<RwLock<Compiled>> = LazyLock::new(Default::default);
 
 /// Why a definition could not be had.
 #[derive(Debug, thiserror::Error)]

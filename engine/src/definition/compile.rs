@@ -5,25 +5,13 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use super::InputError;
-use super::StepKind;
+use super::check::{check_name, check_reads, check_step, template_error};
 use super::file::{DefinitionFile, ExternalFile, StepFile};
+use super::{InputError, StepKind, StepSpec};
 use crate::domain::InputDigest;
 use crate::domain::words::StepWords;
 use crate::file_error::FileError;
 use crate::template::{self, TemplateError};
-
-/// One step of a definition, as the step rows record it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StepSpec {
-    pub logical: String,
-    pub kind: StepKind,
-    pub depends_on: Vec<String>,
-    /// Receipt (or output) fields this step reads from the steps it depends on.
-    pub required_fields: Vec<String>,
-    /// Whether a waived dependency satisfies this step.
-    pub accepts_waiver: bool,
-}
 
 /// A step's rendered request, before its adapter shapes it for the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,9 +30,6 @@ pub struct Definition {
     schema: jsonschema::Validator,
     steps: Vec<StepSpec>,
 }
-
-/// The names every template may read besides `input.…` and `steps.…`.
-const CONTEXT_NAMES: [&str; 2] = ["key", "definition"];
 
 impl Definition {
     /// Parses and checks `source`: every rule of the format, every template compiled, every
@@ -81,13 +66,13 @@ impl Definition {
             let read = read.map_err(|e| template_error(what, &e))?;
             check_reads(&file, what, &read, None)?;
         }
-        if let Some(status) = &file.status_step {
-            if !steps.iter().any(|s| &s.logical == status) {
-                return Err(FileError::at(
-                    None,
-                    format!("`status_step` names `{status}`, which is not a step"),
-                ));
-            }
+        if let Some(status) = &file.status_step
+            && !steps.iter().any(|s| &s.logical == status)
+        {
+            return Err(FileError::at(
+                None,
+                format!("`status_step` names `{status}`, which is not a step"),
+            ));
         }
         Ok(Definition {
             file,
@@ -273,164 +258,6 @@ fn text_of(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),
         other => other.to_string(),
-    }
-}
-
-fn template_error(what: &str, error: &TemplateError) -> FileError {
-    FileError::at(None, format!("{what}: {error}"))
-}
-
-fn check_name(file: &DefinitionFile) -> Result<(), FileError> {
-    let name_ok = !file.name.is_empty()
-        && file.name.len() <= 63
-        && file
-            .name
-            .starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && file
-            .name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
-    if !name_ok {
-        return Err(FileError::at(
-            None,
-            format!(
-                "`name` must be 1 to 63 lowercase letters, digits, `_` or `-`, not `{}`",
-                file.name
-            ),
-        ));
-    }
-    if file.version < 1 {
-        return Err(FileError::at(None, "`version` must be 1 or more"));
-    }
-    Ok(())
-}
-
-/// Checks one step against the steps before it (a step may depend only on earlier steps, so
-/// the file's order is a topological order and no cycle can be written).
-fn check_step(
-    file: &DefinitionFile,
-    step: &StepFile,
-    earlier: &[StepSpec],
-) -> Result<StepSpec, FileError> {
-    let at = |message: String| FileError::at(None, format!("step `{}`: {message}", step.name));
-    if earlier.iter().any(|s| s.logical == step.name) || step.name.is_empty() {
-        return Err(at("the name is empty or used twice".into()));
-    }
-    for dependency in &step.depends_on {
-        if !earlier.iter().any(|s| &s.logical == dependency) {
-            return Err(at(format!(
-                "depends on `{dependency}`, which is not a step listed before it"
-            )));
-        }
-    }
-    for (dependency, fields) in &step.requires {
-        if !step.depends_on.contains(dependency) {
-            return Err(at(format!(
-                "requires fields of `{dependency}`, which it does not depend on"
-            )));
-        }
-        if let Some(pure) = file
-            .steps
-            .iter()
-            .find(|s| &s.name == dependency)
-            .and_then(|s| s.pure.as_ref())
-        {
-            if let Some(missing) = fields.iter().find(|f| !pure.output.contains_key(*f)) {
-                return Err(at(format!(
-                    "requires `{missing}` of `{dependency}`, whose output has no such field"
-                )));
-            }
-        }
-    }
-    let (kind, read) = match (&step.pure, &step.external) {
-        (Some(pure), None) => {
-            let tree = Value::Object(pure.output.clone().into_iter().collect());
-            (StepKind::Pure, template::variables_of_tree(&tree))
-        }
-        (None, Some(external)) => {
-            let mut read = template::variables_of_tree(&external.request);
-            for text in [Some(&external.adapter), external.digest.as_ref()]
-                .into_iter()
-                .flatten()
-            {
-                read = read.and_then(|mut r| {
-                    r.extend(template::variables_of_text(text)?);
-                    Ok(r)
-                });
-            }
-            (StepKind::External, read)
-        }
-        _ => return Err(at("must be exactly one of `pure` or `external`".into())),
-    };
-    let read = read.map_err(|e| at(e.to_string()))?;
-    check_reads(file, &format!("step `{}`", step.name), &read, Some(step))?;
-    let required_fields: BTreeSet<String> = step.requires.values().flatten().cloned().collect();
-    Ok(StepSpec {
-        logical: step.name.clone(),
-        kind,
-        depends_on: step.depends_on.clone(),
-        required_fields: required_fields.into_iter().collect(),
-        accepts_waiver: step.accepts_waiver,
-    })
-}
-
-/// Refuses a template that reads what nobody provides: an input field the schema does not
-/// declare, a dependency's field the step does not require, or any other name.
-fn check_reads(
-    file: &DefinitionFile,
-    what: &str,
-    read: &BTreeSet<String>,
-    step: Option<&StepFile>,
-) -> Result<(), FileError> {
-    for path in read {
-        let mut parts = path.split('.');
-        let root = parts.next().unwrap_or_default();
-        let rest: Vec<&str> = parts.collect();
-        let provided = match root {
-            "input" => schema_provides(&file.input_schema, &rest),
-            "steps" => step.is_some_and(|step| match rest.as_slice() {
-                [dependency] => step.depends_on.iter().any(|d| d == dependency),
-                [dependency, field, ..] => step
-                    .requires
-                    .get(*dependency)
-                    .is_some_and(|fields| fields.iter().any(|f| f == field)),
-                [] => false,
-            }),
-            name => step.is_some() && CONTEXT_NAMES.contains(&name),
-        };
-        if !provided {
-            return Err(FileError::at(
-                None,
-                format!(
-                    "{what} reads `{path}`, which {}",
-                    match root {
-                        "input" => "the input schema does not declare",
-                        "steps" => "is not among the fields the step `requires`",
-                        _ => "is not something a template can read here",
-                    }
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Whether `schema` declares the property path `path` (an object without `properties`, or
-/// with `additionalProperties` allowed, provides any name below it).
-fn schema_provides(schema: &Value, path: &[&str]) -> bool {
-    let Some((first, rest)) = path.split_first() else {
-        return true;
-    };
-    let properties = schema.get("properties").and_then(Value::as_object);
-    match properties.and_then(|p| p.get(*first)) {
-        Some(child) => schema_provides(child, rest),
-        None => {
-            properties.is_none() && schema.get("additionalProperties") != Some(&json!(false))
-                || matches!(
-                    schema.get("additionalProperties"),
-                    Some(Value::Object(_)) | Some(Value::Bool(true))
-                )
-        }
     }
 }
 

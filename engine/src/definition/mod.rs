@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "runtime")]
 mod catalog;
 #[cfg(feature = "runtime")]
+mod check;
+#[cfg(feature = "runtime")]
 mod compile;
 #[cfg(feature = "runtime")]
 pub mod file;
@@ -19,7 +21,7 @@ pub mod file;
 #[cfg(feature = "runtime")]
 pub use catalog::{Applied, ApplyError, Catalog, CatalogError, apply, apply_as};
 #[cfg(feature = "runtime")]
-pub use compile::{Definition, StepRequest, StepSpec};
+pub use compile::{Definition, StepRequest};
 
 /// Whether the step runs locally or crosses the boundary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,6 +38,18 @@ pub enum StepKind {
     External,
     /// Calls an adapter to counteract an earlier effect.
     Compensation,
+}
+
+/// One step of a definition, as the step rows record it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepSpec {
+    pub logical: String,
+    pub kind: StepKind,
+    pub depends_on: Vec<String>,
+    /// Receipt (or output) fields this step reads from the steps it depends on.
+    pub required_fields: Vec<String>,
+    /// Whether a waived dependency satisfies this step.
+    pub accepts_waiver: bool,
 }
 
 /// Whether `name` can name a definition or an adapter: 1 to 63 lowercase letters, digits, `_`

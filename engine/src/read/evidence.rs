@@ -129,14 +129,11 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
     let Some(s) = sqlx::query!(
         r#"select s.id, s.workflow_id, w.creation_key, s.logical, w.definition_name, s.definition_version,
                   s.state as "state: StepState", s.adapter, a.contract as "contract?", s.request_key,
-                  a.contract_version as "contract_version?", a.verified_version,
-                  a.verified_at as "verified_at: DateTime<Utc>", a.verified_against, a.demoted_reason,
-                  s.unknown_since as "unknown_since: DateTime<Utc>",
-                  q.summary ->> 'digest' as content_digest,
-                  q.input_digest as "input_digest?", q.summary as "summary?",
+                  a.contract_version as "contract_version?", a.verified_version, a.verified_at as "verified_at: DateTime<Utc>",
+                  a.verified_against, a.demoted_reason, s.unknown_since as "unknown_since: DateTime<Utc>",
+                  q.summary ->> 'digest' as content_digest, q.input_digest as "input_digest?", q.summary as "summary?",
                   q.first_sent_at as "first_sent_at: DateTime<Utc>", q.last_sent_at as "last_sent_at: DateTime<Utc>",
-                  rc.method::text as "receipt_method?", rc.external_reference as "receipt_reference?",
-                  rc.observed_at as "receipt_at?: DateTime<Utc>",
+                  rc.method::text as "receipt_method?", rc.external_reference as "receipt_reference?", rc.observed_at as "receipt_at?: DateTime<Utc>",
                   exists(select 1 from integrity_incident i where i.step_id = s.id and i.resolved_at is null) as "open_incident!"
            from step s
            join workflow w on w.id = s.workflow_id
@@ -151,24 +148,15 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
     else {
         return Ok(None);
     };
-    let attempts = attempts(pool, id).await?;
-    let timeline = timeline(pool, id).await?;
     let facts = facts(pool, id).await?;
     let lineage = lineage(pool, id).await?;
-    let siblings = siblings(pool, s.workflow_id, id).await?;
-    let (subject, noun) =
-        match crate::definition::Catalog::get(pool, &s.definition_name, s.definition_version).await
-        {
-            Ok(definition) => (
-                definition.subject(&lineage.input).unwrap_or_default(),
-                definition.words(&s.logical).noun,
-            ),
-            Err(crate::definition::CatalogError::Sqlx(e)) => return Err(e),
-            Err(_) => (
-                String::new(),
-                crate::domain::words::StepWords::named(&s.logical).noun,
-            ),
-        };
+    let (subject, noun) = subject_and_noun(
+        pool,
+        (&s.definition_name, s.definition_version),
+        &s.logical,
+        &lineage.input,
+    )
+    .await?;
     Ok(Some(Evidence {
         step_id: s.id,
         workflow_id: s.workflow_id,
@@ -185,6 +173,10 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
             verified_against: s.verified_against,
             demoted: s.demoted_reason,
         }),
+        receipt: match (s.receipt_method, s.receipt_reference, s.receipt_at) {
+            (Some(m), Some(r), Some(at)) => Some((m, r, at)),
+            _ => None,
+        },
         content_digest: s.content_digest,
         subject,
         noun,
@@ -197,12 +189,8 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
             .map(|at| u64::try_from((Utc::now() - at).num_milliseconds()).unwrap_or(0)),
         last_sent_at: s.last_sent_at,
         unknown_since: s.unknown_since,
-        receipt: match (s.receipt_method, s.receipt_reference, s.receipt_at) {
-            (Some(m), Some(r), Some(at)) => Some((m, r, at)),
-            _ => None,
-        },
-        attempts,
-        timeline,
+        attempts: attempts(pool, id).await?,
+        timeline: timeline(pool, id).await?,
         last_lookup: facts.last_lookup,
         open_incident: s.open_incident,
         version: facts.version,
@@ -214,8 +202,29 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
         replaced_by: lineage.replaced_by,
         withdraws: lineage.withdraws,
         incidents: lineage.incidents,
-        siblings,
+        siblings: siblings(pool, s.workflow_id, id).await?,
     }))
+}
+
+/// Whom the workflow acts on and what the step's effect is called, in its definition's words.
+async fn subject_and_noun(
+    pool: &PgPool,
+    (name, version): (&str, i32),
+    logical: &str,
+    input: &Value,
+) -> sqlx::Result<(String, String)> {
+    use crate::definition::{Catalog, CatalogError};
+    Ok(match Catalog::get(pool, name, version).await {
+        Ok(definition) => (
+            definition.subject(input).unwrap_or_default(),
+            definition.words(logical).noun,
+        ),
+        Err(CatalogError::Sqlx(e)) => return Err(e),
+        Err(_) => (
+            String::new(),
+            crate::domain::words::StepWords::named(logical).noun,
+        ),
+    })
 }
 
 /// Every attempt of step `id`, in order.

@@ -73,21 +73,8 @@ pub async fn project_on(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
     .fetch_all(&mut *conn)
     .await?;
     // The sentence speaks of the definition's status step, in the definition's words.
-    let (status_step, words) = match Catalog::get(
-        &mut *conn,
-        &workflow.definition_name,
-        workflow.definition_version,
-    )
-    .await
-    {
-        Ok(definition) => {
-            let step = definition.status_step().to_owned();
-            let words = definition.words(&step);
-            (step, words)
-        }
-        Err(crate::definition::CatalogError::Sqlx(e)) => return Err(e),
-        Err(_) => ("deliver".to_owned(), StepWords::named("step")),
-    };
+    let (status_step, words) =
+        status_words(conn, &workflow.definition_name, workflow.definition_version).await?;
     let mut sentence = status_sentence(&words, StepState::Ready, None, DuplicateStatus::None);
     let steps = rows
         .into_iter()
@@ -134,6 +121,23 @@ pub async fn project_on(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
         updated_at: workflow.updated_at,
         steps,
     }))
+}
+
+/// The step the sentence speaks of, and its words: the definition's status step.
+async fn status_words(
+    conn: &mut PgConnection,
+    name: &str,
+    version: i32,
+) -> sqlx::Result<(String, StepWords)> {
+    Ok(match Catalog::get(&mut *conn, name, version).await {
+        Ok(definition) => {
+            let step = definition.status_step().to_owned();
+            let words = definition.words(&step);
+            (step, words)
+        }
+        Err(crate::definition::CatalogError::Sqlx(e)) => return Err(e),
+        Err(_) => (String::new(), StepWords::named("step")),
+    })
 }
 
 /// The customer's sentence for `workflow` and when it last changed, from the status

@@ -210,11 +210,11 @@ impl Worker {
                 self.check_invariants().await;
                 next_check = tokio::time::Instant::now() + self.config.invariant_interval;
             }
-            if let Some(every) = self.config.adapter_refresh {
-                if tokio::time::Instant::now() >= next_refresh {
-                    self.refresh_adapters(&mut adapters_seen).await;
-                    next_refresh = tokio::time::Instant::now() + every;
-                }
+            if let Some(every) = self.config.adapter_refresh
+                && tokio::time::Instant::now() >= next_refresh
+            {
+                self.refresh_adapters(&mut adapters_seen).await;
+                next_refresh = tokio::time::Instant::now() + every;
             }
             let worked = match self.run_once().await {
                 Ok(reports) => !reports.is_empty(),

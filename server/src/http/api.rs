@@ -4,9 +4,8 @@
 //! begins with its prefix. Every refusal is JSON `{"error": "…"}`.
 
 use axum::extract::rejection::{JsonRejection, PathRejection};
-use axum::extract::{FromRequestParts, Path, State};
-use axum::http::request::Parts;
-use axum::http::{StatusCode, header};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use axum::{Json, Router};
@@ -14,10 +13,11 @@ use engine::domain::Role;
 use engine::intake::{self, NewWorkflow, StartError, Started};
 use engine::store::journal::Actor;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::client::{ApiClient, ApiError, ErrorBody};
 use crate::state::AppState;
 
 /// Request bodies larger than this are refused with 413.
@@ -90,84 +90,6 @@ async fn no_such_route() -> ApiError {
 
 async fn openapi() -> Json<utoipa::openapi::OpenApi> {
     Json(<ApiDoc as utoipa::OpenApi>::openapi())
-}
-
-/// Every refusal's body.
-#[derive(utoipa::ToSchema)]
-#[expect(dead_code, reason = "describes the JSON that ApiError writes")]
-pub(super) struct ErrorBody {
-    /// What is wrong, in a sentence.
-    error: String,
-}
-
-/// A refusal, always with a sentence that says what is wrong.
-#[derive(Debug)]
-pub struct ApiError {
-    status: StatusCode,
-    message: String,
-}
-
-impl ApiError {
-    pub(super) fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            message: message.into(),
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (self.status, Json(json!({ "error": self.message }))).into_response()
-    }
-}
-
-impl From<sqlx::Error> for ApiError {
-    fn from(error: sqlx::Error) -> Self {
-        tracing::error!(%error, "database error in the API");
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "the server could not complete the request; the details are in its log",
-        )
-    }
-}
-
-impl From<JsonRejection> for ApiError {
-    fn from(rejection: JsonRejection) -> Self {
-        let status = match rejection {
-            JsonRejection::MissingJsonContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            JsonRejection::BytesRejection(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            JsonRejection::JsonSyntaxError(_) => StatusCode::BAD_REQUEST,
-            _ => StatusCode::UNPROCESSABLE_ENTITY,
-        };
-        ApiError::new(status, rejection.body_text())
-    }
-}
-
-/// An authenticated API client: its token's name, role and creation-key prefix.
-pub struct ApiClient(pub engine::store::token::Grant);
-
-impl FromRequestParts<AppState> for ApiClient {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let unauthorized = || {
-            ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "the request carries no live token: send `Authorization: Bearer <token>` with a token from `z29c token create NAME` that has not been revoked",
-            )
-        };
-        let token = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or_else(unauthorized)?;
-        engine::store::token::verify(&state.pool, token.trim())
-            .await?
-            .map(ApiClient)
-            .ok_or_else(unauthorized)
-    }
 }
 
 /// `POST /api/v1/workflows`.

@@ -10,7 +10,7 @@ use engine::domain::Role;
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
-use super::api::{ApiClient, ApiError};
+use super::client::{ApiClient, ApiError};
 
 /// One applied definition.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -46,7 +46,7 @@ pub(super) struct ApplyQuery {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Applied definitions", body = [DefinitionBody]),
-        (status = 401, description = "No or bad bearer token", body = super::api::ErrorBody),
+        (status = 401, description = "No or bad bearer token", body = super::client::ErrorBody),
     )
 )]
 pub(super) async fn list(
@@ -83,10 +83,10 @@ pub(super) async fn list(
     responses(
         (status = 201, description = "Stored", body = AppliedBody),
         (status = 200, description = "The same file was stored already, or a dry run", body = AppliedBody),
-        (status = 401, description = "No or bad bearer token", body = super::api::ErrorBody),
-        (status = 403, description = "Not an approver token", body = super::api::ErrorBody),
-        (status = 409, description = "Another file is stored under this name and version (the error carries the diff)", body = super::api::ErrorBody),
-        (status = 422, description = "The file is refused: the error names the line and what is wrong", body = super::api::ErrorBody),
+        (status = 401, description = "No or bad bearer token", body = super::client::ErrorBody),
+        (status = 403, description = "Not an approver token", body = super::client::ErrorBody),
+        (status = 409, description = "Another file is stored under this name and version (the error carries the diff)", body = super::client::ErrorBody),
+        (status = 422, description = "The file is refused: the error names the line and what is wrong", body = super::client::ErrorBody),
     )
 )]
 pub(super) async fn put(
@@ -168,7 +168,7 @@ pub(super) struct AdapterBody {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Registered adapters", body = [AdapterBody]),
-        (status = 401, description = "No or bad bearer token", body = super::api::ErrorBody),
+        (status = 401, description = "No or bad bearer token", body = super::client::ErrorBody),
     )
 )]
 pub(super) async fn list_adapters(
@@ -208,9 +208,9 @@ pub(super) async fn list_adapters(
     responses(
         (status = 201, description = "Stored as a new version", body = AppliedBody),
         (status = 200, description = "The same file is the current version already, or a dry run", body = AppliedBody),
-        (status = 401, description = "No or bad bearer token", body = super::api::ErrorBody),
-        (status = 403, description = "Not an approver token", body = super::api::ErrorBody),
-        (status = 422, description = "The file is refused: the error names the line and what is wrong", body = super::api::ErrorBody),
+        (status = 401, description = "No or bad bearer token", body = super::client::ErrorBody),
+        (status = 403, description = "Not an approver token", body = super::client::ErrorBody),
+        (status = 422, description = "The file is refused: the error names the line and what is wrong", body = super::client::ErrorBody),
     )
 )]
 pub(super) async fn put_adapter(

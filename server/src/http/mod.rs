@@ -2,6 +2,7 @@
 //! under `/api/v1`, the probe endpoints and `/metrics`.
 
 pub mod api;
+mod client;
 mod files_api;
 mod headers;
 mod probes;
