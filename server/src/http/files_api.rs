@@ -39,6 +39,22 @@ pub(super) struct ApplyQuery {
     dry_run: bool,
 }
 
+/// Who applies a file (`token:NAME`), when the token is an approver's: only approvers change
+/// what workflows `verb`.
+fn approver(client: &ApiClient, verb: &str) -> Result<String, ApiError> {
+    let grant = &client.0;
+    if grant.role < Role::Approver {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "token `{}` is not an approver token: only approvers change what workflows {verb}",
+                grant.name
+            ),
+        ));
+    }
+    Ok(format!("token:{}", grant.name))
+}
+
 /// Every applied definition, by name and version.
 #[utoipa::path(
     get,
@@ -96,17 +112,7 @@ pub(super) async fn put(
     Query(query): Query<ApplyQuery>,
     body: String,
 ) -> Result<Response, ApiError> {
-    let grant = &client.0;
-    if grant.role < Role::Approver {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            format!(
-                "token `{}` is not an approver token: only approvers change what workflows run",
-                grant.name
-            ),
-        ));
-    }
-    let applied_by = format!("token:{}", grant.name);
+    let applied_by = approver(&client, "run")?;
     let (status, applied, result) = match engine::definition::apply_as(
         &pool,
         &body,
@@ -222,16 +228,7 @@ pub(super) async fn put_adapter(
 ) -> Result<Response, ApiError> {
     use engine::adapter::apply::AdapterApplyError;
     use engine::store::adapter::FileStored;
-    let grant = &client.0;
-    if grant.role < Role::Approver {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            format!(
-                "token `{}` is not an approver token: only approvers change what workflows call",
-                grant.name
-            ),
-        ));
-    }
+    let applied_by = approver(&client, "call")?;
     let named = engine::adapter::AdapterSpec::parse(&body)
         .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
     if named.name != name {
@@ -243,7 +240,6 @@ pub(super) async fn put_adapter(
             ),
         ));
     }
-    let applied_by = format!("token:{}", grant.name);
     let stored = match engine::adapter::apply::apply(&pool, &body, &applied_by, query.dry_run).await
     {
         Ok((_, stored)) => stored,

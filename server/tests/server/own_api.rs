@@ -223,29 +223,31 @@ async fn payments(
     (destination, file, dir)
 }
 
+/// A payments destination with the team's `charge` definition and the payments adapter applied
+/// and verified against it.
+async fn charging(pool: &PgPool) -> (RunningDestination, tempfile::TempDir) {
+    let (destination, adapter, secret) = payments(pool, Config::payments()).await;
+    let definition = definition_file("charge.v1.yaml");
+    apply_files(pool, &adapter, &definition, &destination.base_url()).await;
+    (destination, secret)
+}
+
+/// Starts a charge of `amount` for `order` over the API; returns the workflow's id.
+async fn start_charge(pool: &PgPool, order: &str, customer: &str, amount: u32) -> String {
+    let input = json!({ "order": order, "customer": customer, "amount": amount });
+    let (status, started) = start(pool, "charge", &format!("order-{order}"), input).await;
+    assert_eq!(status, StatusCode::CREATED, "{started}");
+    started["id"].as_str().unwrap().to_owned()
+}
+
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn a_lost_charge_answer_is_recovered_by_replaying_its_key_and_the_card_is_charged_once(
     pool: PgPool,
 ) {
-    let (destination, adapter, _secret) = payments(&pool, Config::payments()).await;
-    apply_files(
-        &pool,
-        &adapter,
-        &definition_file("charge.v1.yaml"),
-        &destination.base_url(),
-    )
-    .await;
+    let (destination, _secret) = charging(&pool).await;
     lose_the_next_answer(&destination);
 
-    let (status, started) = start(
-        &pool,
-        "charge",
-        "order-1001",
-        json!({ "order": "1001", "customer": "cus_ada", "amount": 1250 }),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{started}");
-    let workflow = started["id"].as_str().unwrap().to_owned();
+    let workflow = start_charge(&pool, "1001", "cus_ada", 1250).await;
 
     assert_eq!(drive(&pool, &workflow).await, "completed");
     let ledger = destination.ledger().await.unwrap();
@@ -263,23 +265,9 @@ async fn a_lost_charge_answer_is_recovered_by_replaying_its_key_and_the_card_is_
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn a_declined_card_ends_rejected_with_its_code_and_no_charge(pool: PgPool) {
-    let (destination, adapter, _secret) = payments(&pool, Config::payments()).await;
-    apply_files(
-        &pool,
-        &adapter,
-        &definition_file("charge.v1.yaml"),
-        &destination.base_url(),
-    )
-    .await;
+    let (destination, _secret) = charging(&pool).await;
 
-    let (_, started) = start(
-        &pool,
-        "charge",
-        "order-1002",
-        json!({ "order": "1002", "customer": "cus_declined", "amount": 990 }),
-    )
-    .await;
-    let workflow = started["id"].as_str().unwrap().to_owned();
+    let workflow = start_charge(&pool, "1002", "cus_declined", 990).await;
 
     assert_eq!(drive(&pool, &workflow).await, "needs_review");
     assert_eq!(step_state(&pool, &workflow).await, "rejected");
@@ -300,23 +288,9 @@ async fn a_declined_card_ends_rejected_with_its_code_and_no_charge(pool: PgPool)
 async fn past_the_providers_key_retention_a_lost_charge_goes_to_review_and_is_never_sent_again(
     pool: PgPool,
 ) {
-    let (destination, adapter, _secret) = payments(&pool, Config::payments()).await;
-    apply_files(
-        &pool,
-        &adapter,
-        &definition_file("charge.v1.yaml"),
-        &destination.base_url(),
-    )
-    .await;
+    let (destination, _secret) = charging(&pool).await;
     lose_the_next_answer(&destination);
-    let (_, started) = start(
-        &pool,
-        "charge",
-        "order-1003",
-        json!({ "order": "1003", "customer": "cus_ada", "amount": 4200 }),
-    )
-    .await;
-    let workflow = started["id"].as_str().unwrap().to_owned();
+    let workflow = start_charge(&pool, "1003", "cus_ada", 4200).await;
     let worker = Worker::new(
         pool.clone(),
         WorkerConfig::named("first"),
