@@ -157,13 +157,15 @@ impl Running {
         })
     }
 
-    /// Effects the destination committed in all (deliveries, charges or events).
+    /// Effects the destination committed for workflows (deliveries, charges or events): all
+    /// but the probes of the contract suite `adapter verify` ran.
     pub(super) async fn effect_count(&self) -> anyhow::Result<usize> {
+        const PROBE: &str = "contract-suite";
         let ledger = self.main.ledger().await?;
         Ok(match self.target {
             Target::Protocol(_) => ledger.deliveries.len(),
-            Target::Payments => ledger.charges.len(),
-            Target::Webhook => ledger.events.len(),
+            Target::Payments => ledger.charges.len() - ledger.charges_for(PROBE).count(),
+            Target::Webhook => ledger.events.len() - ledger.events_for(PROBE).count(),
         })
     }
 }
