@@ -34,10 +34,13 @@ test:
 	$(MAKE) --no-print-directory scenarios
 
 ## The scenario harness needs failpoints, which only this separate build has (never the one
-## `make run` serves): every fault point × every destination kind, the timing sweep and the
-## named scenarios; then proof that it fails when a recovery rule is broken (kind:scenario:rule).
+## `make run` serves): every fault point × every protocol kind, the timing sweep and the named
+## scenarios, and a representative subset against the payments API and the webhook receiver
+## (`--all-points` runs all of them there too); then proof that it fails when a recovery rule
+## is broken (kind:scenario:rule).
 SCENARIO_TARGET := $(CARGO_TARGET_DIR)/failpoints
 BROKEN_RULES := opaque:after_acceptance_before_response:resend_opaque \
+	webhook:after_acceptance_before_response:resend_opaque \
 	idempotent:recovered_by_v2:regenerate_with_newest \
 	queryable:restore_from_backup:resume_blind
 scenarios:

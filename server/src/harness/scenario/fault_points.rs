@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use destinations::RunningDestination;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use uuid::Uuid;
@@ -14,6 +13,7 @@ use super::processes::{
     worker_command, worker_until_first_delivery,
 };
 use super::setup::delay_deliveries;
+use super::target::Running;
 use crate::harness::bench::BenchDatabase;
 
 /// Answers delayed to around the adapter's 1,000 ms deadline: no kill, only timing.
@@ -50,7 +50,8 @@ pub(super) struct Stage<'a> {
     pub(super) url: String,
     /// Replaced when a restore recreates the database.
     pub(super) pool: PgPool,
-    pub(super) destination: RunningDestination,
+    /// The destination under test, and what else its workflows reach.
+    pub(super) running: Running,
     pub(super) point: &'a str,
     /// Workflows in the scenario.
     pub(super) workflows: usize,
@@ -82,7 +83,7 @@ impl Stage<'_> {
                     .trim_end_matches("ms")
                     .parse()
                     .context("a timing point is response_at_<ms>ms")?;
-                delay_deliveries(&self.destination, ms, self.workflows * 2)?;
+                delay_deliveries(&self.running.main, ms, self.workflows * 2)?;
                 // Nothing to kill: every answer lands around the deadline, and the workers settle it.
                 true
             }
@@ -104,9 +105,10 @@ impl Stage<'_> {
             };
             for w in workflows {
                 let step: Uuid = sqlx::query_scalar(
-                    "select id from step where workflow_id = $1 and logical = 'deliver'",
+                    "select id from step where workflow_id = $1 and logical = $2",
                 )
                 .bind(w)
+                .bind(self.running.target.first_step())
                 .fetch_one(pool)
                 .await?;
                 engine::recovery::perform(
@@ -137,9 +139,9 @@ impl Stage<'_> {
             .cluster()
             .context("a database restart needs the harness's own cluster: unset DATABASE_URL")?;
         // Slow answers, so calls are in flight when the server goes down.
-        delay_deliveries(&self.destination, 400, self.workflows * 2)?;
+        delay_deliveries(&self.running.main, 400, self.workflows * 2)?;
         let (mut child, seen) =
-            worker_until_first_delivery(&self.url, self.rule, &self.destination).await?;
+            worker_until_first_delivery(&self.url, self.rule, &self.running.main).await?;
         cluster.crash_restart().await?;
         // The same worker process carries on once the server is back.
         let exited = until_settled(&mut child, Some(&self.pool), Duration::from_secs(60)).await?;
@@ -160,8 +162,9 @@ impl Stage<'_> {
             "a restore needs the harness's own cluster (pg_dump, pg_restore): unset DATABASE_URL",
         )?;
         let (url, name, admin) = (&self.url, self.name, self.admin);
-        delay_deliveries(&self.destination, 300, self.workflows * 2)?;
-        let (mut child, _) = worker_until_first_delivery(url, self.rule, &self.destination).await?;
+        delay_deliveries(&self.running.main, 300, self.workflows * 2)?;
+        let (mut child, _) =
+            worker_until_first_delivery(url, self.rule, &self.running.main).await?;
         // The backup, taken while the live system works on.
         let dir = tempfile::tempdir()?;
         let backup = dir.path().join("backup.dump");
@@ -219,7 +222,7 @@ impl Stage<'_> {
     /// reached when an attempt ended unknown.
     async fn answer_late(&self) -> anyhow::Result<bool> {
         let (url, rule) = (&self.url, self.rule);
-        delay_deliveries(&self.destination, 2_500, self.workflows)?;
+        delay_deliveries(&self.running.main, 2_500, self.workflows)?;
         let mut first = worker_command(url, None, rule)?.spawn()?;
         let mut second = worker_command(url, None, rule)?.spawn()?;
         until_settled(&mut first, Some(&self.pool), Duration::from_secs(60)).await?;
@@ -243,11 +246,11 @@ impl Stage<'_> {
             _ => None,
         };
         if let Some(ms) = delay {
-            delay_deliveries(&self.destination, ms, self.workflows)?;
+            delay_deliveries(&self.running.main, ms, self.workflows)?;
         }
         if matches!(point, AFTER_ACCEPTANCE | RECOVERED_BY_V2) {
-            let reached = kill_on_acceptance(url, rule, &self.destination).await?;
-            self.destination.clear_faults();
+            let reached = kill_on_acceptance(url, rule, &self.running.main).await?;
+            self.running.main.clear_faults();
             Ok(reached)
         } else {
             run_worker(url, Some(point), rule, Duration::from_secs(30), None).await

@@ -1,21 +1,25 @@
 //! The verdict from outside: a destination's own ledger against Z29C's receipts and states.
 
-use destinations::{Kind, RunningDestination};
 use sqlx::PgPool;
 use uuid::Uuid;
+
+use super::target::Running;
 
 /// An external step as judged: logical name, state, request key, kind, receipt's reference.
 type StepRow = (String, String, Option<String>, String, Option<String>);
 
-/// The verdict from outside: the destination's ledger against Z29C's receipts and states.
+/// The verdict from outside: each destination's own ledger against Z29C's receipts and states.
+/// No effect twice under one key (an opaque destination never gets a second one: the matrix
+/// and the soak authorize none), and every step settled by a receipt naming the effect, or
+/// waiting for a person — never settled without one where the outcome is provable.
 pub(super) async fn judge(
     pool: &PgPool,
-    destination: &RunningDestination,
-    kind: Kind,
+    running: &Running,
     workflows: &[Uuid],
 ) -> anyhow::Result<Vec<String>> {
     let mut violations = Vec::new();
-    let ledger = destination.ledger().await?;
+    let ledgers = running.ledgers().await?;
+    let target = running.target;
     let found: i64 = sqlx::query_scalar("select count(*) from workflow where id = any($1)")
         .bind(workflows)
         .fetch_one(pool)
@@ -36,26 +40,13 @@ pub(super) async fn judge(
     .await?;
     for (logical, state, key, step_kind, receipt) in steps {
         let key = key.unwrap_or_default();
-        let effects: Vec<&String> = if step_kind == "compensation" {
-            ledger
-                .withdrawals
-                .iter()
-                .filter(|w| w.idempotency_key == key)
-                .map(|w| &w.withdrawal_reference)
-                .collect()
-        } else {
-            ledger
-                .deliveries
-                .iter()
-                .filter(|d| d.client_reference == key)
-                .map(|d| &d.external_reference)
-                .collect()
-        };
+        let (effects, provable) =
+            ledgers.effects(target, &logical, step_kind == "compensation", &key);
         let settled_by_receipt = state == "succeeded" && receipt.is_some();
-        let provable = kind != Kind::Opaque;
         if provable && !settled_by_receipt && step_kind != "compensation" {
             violations.push(format!(
-                "{logical} {key} is {state} without a receipt under a {kind} destination"
+                "{logical} {key} is {state} without a receipt under a {} destination",
+                target.as_str()
             ));
         }
         if effects.len() > 1 {
@@ -66,7 +57,7 @@ pub(super) async fn judge(
         }
         if let Some(reference) = &receipt
             && step_kind != "compensation"
-            && !effects.contains(&reference)
+            && !effects.contains(reference)
         {
             violations.push(format!(
                 "{logical} {key}: receipt names {reference}, the destination holds {effects:?}"

@@ -1,10 +1,10 @@
-//! `z29c scenario matrix`: every scenario × every destination kind, one at a time, each on
-//! fresh databases with a fresh destination service.
+//! `z29c scenario matrix`: every scenario × every destination, one at a time, each on fresh
+//! databases with a fresh destination service. The payments API and the webhook receiver run
+//! a representative subset of the scenarios unless `--all-points` asks for every one.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use destinations::Kind;
 use serde::Serialize;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -15,18 +15,23 @@ use super::fault_points::{
 };
 use super::judge::judge;
 use super::processes::run_worker;
-use super::setup::{database, destination};
+use super::setup::database;
+use super::target::{self, Target};
 use crate::harness::bench::BenchDatabase;
 
 /// Settings of `z29c scenario matrix`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct MatrixArgs {
-    /// Destination kinds to run against.
-    #[arg(long, value_delimiter = ',', default_values_t = ["idempotent".to_owned(), "queryable".to_owned(), "opaque".to_owned()])]
+    /// Destinations to run against: the protocol's kinds, `payments`, `webhook`.
+    #[arg(long, value_delimiter = ',', default_values_t = Target::ALL.map(|t| t.as_str().to_owned()))]
     pub kinds: Vec<String>,
-    /// Fault points (default: all).
+    /// Fault points (default: all for the protocol's kinds, a representative subset for
+    /// `payments` and `webhook`).
     #[arg(long, value_delimiter = ',')]
     pub points: Vec<String>,
+    /// Without `--points`: every fault point for `payments` and `webhook` too.
+    #[arg(long)]
+    pub all_points: bool,
     /// Workflows per scenario.
     #[arg(long, default_value_t = 3)]
     pub workflows: usize,
@@ -59,12 +64,11 @@ pub async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
         engine::failpoint::COMPILED_IN,
         "this z29c was built without failpoints; build it with `--features failpoints` (make scenarios does)"
     );
-    let points = points(&args);
     let db = BenchDatabase::open().await?;
     let admin = db.pool(2, false).await?;
     let mut verdicts = Vec::new();
     for (i, kind) in args.kinds.iter().enumerate() {
-        for (j, point) in points.iter().enumerate() {
+        for (j, point) in points(&args, kind).iter().enumerate() {
             let name = format!(
                 "scenario_{i}_{j}_{}",
                 &Uuid::new_v4().simple().to_string()[..6]
@@ -107,10 +111,24 @@ pub async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The fault points asked for; by default the harness's own, the failpoints, the timing sweep
-/// and the named scenarios.
-fn points(args: &MatrixArgs) -> Vec<String> {
-    if args.points.is_empty() {
+/// What `payments` and `webhook` run by default: an answer lost after the commit, the
+/// worker killed before it observed an answer, a refund's acceptance, an answer just past the
+/// deadline, and the first duplicate delivery.
+const REPRESENTATIVE: [&str; 5] = [
+    AFTER_ACCEPTANCE,
+    "after_response_before_observation",
+    "during_compensation_acceptance",
+    "response_at_1100ms",
+    SEEDS_DUPLICATE,
+];
+
+/// The fault points asked for `kind`; by default the harness's own, the failpoints, the timing
+/// sweep and the named scenarios (a representative subset for `payments` and `webhook`).
+fn points(args: &MatrixArgs, kind: &str) -> Vec<String> {
+    let protocol = !matches!(kind, "payments" | "webhook");
+    if args.points.is_empty() && !protocol && !args.all_points {
+        REPRESENTATIVE.iter().map(|p| (*p).to_owned()).collect()
+    } else if args.points.is_empty() {
         std::iter::once(AFTER_ACCEPTANCE.to_owned())
             .chain(
                 engine::failpoint::POINTS
@@ -193,9 +211,15 @@ async fn run_one(
     point: &str,
     args: &MatrixArgs,
 ) -> anyhow::Result<Verdict> {
-    let kind_of: Kind = kind.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let target = Target::parse(kind)?;
     let rule = args.break_rule.as_deref();
-    if point == "during_status_query" && kind_of != Kind::Queryable {
+    let applicable = match point {
+        "during_status_query" => target.recovers_by_lookup(),
+        "during_compensation_acceptance" => target.has_withdrawal(),
+        RECOVERED_BY_V2 => target.has_v2(),
+        _ => true,
+    };
+    if !applicable {
         return Ok(Verdict {
             kind: kind.to_owned(),
             point: point.to_owned(),
@@ -208,16 +232,16 @@ async fn run_one(
     let (url, pool) = database(db, admin, name).await?;
     engine::db::MIGRATOR.run(&pool).await?;
     crate::harness::shipped::apply_definitions(&pool).await?;
-    let destination =
-        destination(db, admin, &pool, &format!("{name}_dest"), kind_of, "docs").await?;
-    let workflows = start_workflows(&pool, name, point, args.workflows).await?;
+    target::apply_definitions(&pool).await?;
+    let running = target::start(db, admin, &pool, &format!("{name}_dest"), target, "docs").await?;
+    let workflows = start_workflows(&pool, target, name, point, args.workflows).await?;
     let mut stage = Stage {
         db,
         admin,
         name,
         url,
         pool,
-        destination,
+        running,
         point,
         workflows: args.workflows,
         rule,
@@ -226,15 +250,12 @@ async fn run_one(
     // Bring each scenario to its fault point.
     let (reached, mut violations) = stage.reach_point(&workflows).await?;
     let Stage {
-        url,
-        pool,
-        destination,
-        ..
+        url, pool, running, ..
     } = stage;
     // A fresh worker recovers (the lease of the killed one expires first).
     run_worker(&url, None, rule, Duration::from_secs(60), Some(&pool)).await?;
-    violations.extend(judge(&pool, &destination, kind_of, &workflows).await?);
-    violations.extend(expectations(&pool, point, kind_of, &workflows).await?);
+    violations.extend(judge(&pool, &running, &workflows).await?);
+    violations.extend(expectations(&pool, point, target, &workflows).await?);
     if !reached {
         violations.push("the fault point was never reached: the scenario tested nothing".into());
     }
@@ -249,25 +270,26 @@ async fn run_one(
     })
 }
 
-/// Starts `count` workflows through adapter `docs`, keyed `{name}-{n}`; under v1 for
-/// [`RECOVERED_BY_V2`].
+/// Starts `count` workflows against `target` (the protocol's kinds through adapter `docs`),
+/// keyed `{name}-{n}`; under v1 for [`RECOVERED_BY_V2`].
 async fn start_workflows(
     pool: &PgPool,
+    target: Target,
     name: &str,
     point: &str,
     count: usize,
 ) -> anyhow::Result<Vec<Uuid>> {
     let mut workflows = Vec::new();
     for n in 0..count {
+        let (definition, input) = target.workflow(name, n, "docs");
         let started = engine::intake::start_workflow(
             pool,
             engine::intake::NewWorkflow {
                 creation_key: format!("{name}-{n}"),
-                definition: "document_delivery".into(),
+                definition,
                 // As the previous deployment, which knew only v1, started them.
                 version: (point == RECOVERED_BY_V2).then_some(1),
-                input: serde_json::json!({"adapter": "docs", "recipient": format!("r-{n}"),
-                    "document": {"title": format!("Scenario {n}"), "body": "fault"}}),
+                input,
             },
             engine::store::journal::Actor::Engine("scenario"),
         )
@@ -282,7 +304,7 @@ async fn start_workflows(
 async fn expectations(
     pool: &PgPool,
     point: &str,
-    kind: Kind,
+    target: Target,
     workflows: &[Uuid],
 ) -> anyhow::Result<Vec<String>> {
     let mut violations = Vec::new();
@@ -300,18 +322,20 @@ async fn expectations(
                 ));
             }
         }
-        SEEDS_DUPLICATE if kind == Kind::Opaque => {
+        SEEDS_DUPLICATE if !target.provable() => {
             let waiting: i64 = sqlx::query_scalar(
-                "select count(*) from step where workflow_id = any($1) and logical = 'deliver'
+                "select count(*) from step where workflow_id = any($1) and logical = $2
                  and state = 'review_required'",
             )
             .bind(workflows)
+            .bind(target.first_step())
             .fetch_one(pool)
             .await?;
             if waiting != i64::try_from(workflows.len())? {
                 violations.push(format!(
-                    "{waiting} of {} late-answered opaque deliveries wait for review",
-                    workflows.len()
+                    "{waiting} of {} late-answered opaque {}s wait for review",
+                    workflows.len(),
+                    target.first_step()
                 ));
             }
         }

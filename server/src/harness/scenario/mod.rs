@@ -14,6 +14,7 @@ mod matrix;
 mod processes;
 mod setup;
 mod soak;
+mod target;
 
 pub use matrix::{MatrixArgs, matrix};
 pub use soak::{SoakArgs, soak};

@@ -4,13 +4,13 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use destinations::{Kind, RunningDestination};
 use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::judge::judge;
 use super::processes::{settled, stop, worker_command};
-use super::setup::{database, delay_deliveries, destination};
+use super::setup::{database, delay_deliveries};
+use super::target::{self, Running, Target};
 use crate::harness::bench::BenchDatabase;
 
 /// Settings of `z29c scenario soak`.
@@ -19,7 +19,7 @@ pub struct SoakArgs {
     /// Seed of the kill schedule and the fault mix (the same seed, the same run).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Workflows, spread over the three destination kinds.
+    /// Workflows, spread over the five destinations.
     #[arg(long, default_value_t = 2_000)]
     pub workflows: usize,
     /// Worker processes running at once.
@@ -36,12 +36,12 @@ pub struct SoakArgs {
     pub json: bool,
 }
 
-/// One destination kind's line of the final table.
+/// One destination's line of the final table.
 #[derive(Debug, serde::Serialize)]
 struct KindRow {
     kind: &'static str,
     workflows: usize,
-    /// Deliveries the destination's own ledger holds.
+    /// Effects the destination's own ledger holds: deliveries, charges or events.
     deliveries: usize,
     /// External steps settled by a receipt.
     receipts: i64,
@@ -81,7 +81,7 @@ impl Rng {
     }
 }
 
-/// `z29c scenario soak`: N workflows over the three destination kinds, P worker processes, one
+/// `z29c scenario soak`: N workflows over the five destinations, P worker processes, one
 /// killed with SIGKILL every D ms and replaced, until every workflow has settled; then the same
 /// verdict as the matrix, over every workflow.
 pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
@@ -92,6 +92,7 @@ pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
     let (url, pool) = database(&db, &admin, &name).await?;
     engine::db::MIGRATOR.run(&pool).await?;
     crate::harness::shipped::apply_definitions(&pool).await?;
+    target::apply_definitions(&pool).await?;
     let destinations = start_destinations(&db, &admin, &pool, &name, args.workflows).await?;
     let by_kind = start_workflows(&pool, &name, &mut rng, &destinations, args.workflows).await?;
     let run = kill_until_settled(&args, &db, &url, &pool, &mut rng).await?;
@@ -117,28 +118,28 @@ pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// One destination of each kind, a few of whose answers come after the deadline.
+/// One destination of each of the five, a few of whose answers come after the deadline.
 async fn start_destinations(
     db: &BenchDatabase,
     admin: &PgPool,
     pool: &PgPool,
     name: &str,
     workflows: usize,
-) -> anyhow::Result<Vec<(Kind, RunningDestination)>> {
+) -> anyhow::Result<Vec<Running>> {
     let mut destinations = Vec::new();
-    for kind in [Kind::Idempotent, Kind::Queryable, Kind::Opaque] {
-        let destination = destination(
+    for target in Target::ALL {
+        let running = target::start(
             db,
             admin,
             pool,
-            &format!("{name}_{kind}"),
-            kind,
-            kind.as_str(),
+            &format!("{name}_{}", target.as_str()),
+            target,
+            target.as_str(),
         )
         .await?;
         // Some answers come after the deadline: unknown outcomes to recover from.
-        delay_deliveries(&destination, 1_500, workflows / 20)?;
-        destinations.push((kind, destination));
+        delay_deliveries(&running.main, 1_500, workflows / 20)?;
+        destinations.push(running);
     }
     Ok(destinations)
 }
@@ -149,21 +150,21 @@ async fn start_workflows(
     pool: &PgPool,
     name: &str,
     rng: &mut Rng,
-    destinations: &[(Kind, RunningDestination)],
+    destinations: &[Running],
     count: usize,
 ) -> anyhow::Result<Vec<Vec<Uuid>>> {
-    let mut by_kind: Vec<Vec<Uuid>> = vec![Vec::new(); 3];
+    let mut by_kind: Vec<Vec<Uuid>> = vec![Vec::new(); destinations.len()];
     for n in 0..count {
-        let k = rng.below(3);
-        let kind = destinations[k].0;
+        let k = rng.below(destinations.len());
+        let target = destinations[k].target;
+        let (definition, input) = target.workflow(name, n, target.as_str());
         let started = engine::intake::start_workflow(
             pool,
             engine::intake::NewWorkflow {
                 creation_key: format!("{name}-{n}"),
-                definition: "document_delivery".into(),
+                definition,
                 version: None,
-                input: serde_json::json!({"adapter": kind.as_str(), "recipient": format!("r-{n}"),
-                    "document": {"title": format!("Soak {n}"), "body": "soak"}}),
+                input,
             },
             engine::store::journal::Actor::Engine("soak"),
         )
@@ -261,13 +262,13 @@ async fn kill_until_settled(
 /// The matrix's verdict for each destination's workflows, with its line of the table.
 async fn judge_kinds(
     pool: &PgPool,
-    destinations: &[(Kind, RunningDestination)],
+    destinations: &[Running],
     by_kind: &[Vec<Uuid>],
 ) -> anyhow::Result<(Vec<KindRow>, Vec<String>)> {
     let mut violations = Vec::new();
     let mut rows = Vec::new();
-    for (i, (kind, destination)) in destinations.iter().enumerate() {
-        let found = judge(pool, destination, *kind, &by_kind[i]).await?;
+    for (i, running) in destinations.iter().enumerate() {
+        let found = judge(pool, running, &by_kind[i]).await?;
         let (receipts, waiting): (i64, i64) = sqlx::query_as(
             "select count(*) filter (where receipt_id is not null),
                     count(*) filter (where state = 'review_required')
@@ -277,9 +278,9 @@ async fn judge_kinds(
         .fetch_one(pool)
         .await?;
         rows.push(KindRow {
-            kind: kind.as_str(),
+            kind: running.target.as_str(),
             workflows: by_kind[i].len(),
-            deliveries: destination.ledger().await?.deliveries.len(),
+            deliveries: running.effect_count().await?,
             receipts,
             waiting_for_review: waiting,
             violations: found.len(),
@@ -306,7 +307,7 @@ fn print_verdict(
     println!();
     println!(
         "{:<11} {:>9} {:>11} {:>9} {:>19} {:>11}",
-        "kind", "workflows", "deliveries", "receipts", "waiting for review", "violations"
+        "destination", "workflows", "effects", "receipts", "waiting for review", "violations"
     );
     for r in rows {
         println!(
