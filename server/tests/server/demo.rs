@@ -181,6 +181,25 @@ async fn the_demo_queue_shows_unknown_outcomes_of_documents_and_of_payments(pool
         (receipt.state, receipt.adapter.as_deref()),
         (StepState::Rejected, Some("mailer"))
     );
+
+    // A restarted demo applies the same files again: nothing changes, and they stay verified.
+    demo::register(&pool, &endpoints, &secrets).await.unwrap();
+    let adapters = engine::store::adapter::all(&pool).await.unwrap();
+    for name in ["payments", "payments-reviewed", "partner-webhook", "mailer"] {
+        let adapter = adapters.iter().find(|a| a.name == name).unwrap();
+        assert_eq!(
+            (adapter.contract_version, adapter.verified_version),
+            (1, Some(1)),
+            "{name}"
+        );
+        let source = adapter.source.as_deref().unwrap();
+        assert!(!source.contains("{ env: "), "{name}: {source}");
+        assert_eq!(
+            source.contains("{ file: "),
+            name != "mailer",
+            "{name}: {source}"
+        );
+    }
 }
 
 #[test]

@@ -170,14 +170,17 @@ pub async fn apply_and_verify(
 /// The demo's copy of `file`: renamed, at `base_url`, its secrets read from `secrets`' files.
 fn demo_copy(file: &DemoFile, base_url: &str, secrets: &Secrets) -> anyhow::Result<String> {
     let quoted = |path: &Path| serde_json::to_string(&path.to_string_lossy()).expect("a string");
+    let mut changed = vec!["its port"];
+    if file.source.contains("{ env: ") {
+        changed.push("its secrets from files in the demo's data directory");
+    }
+    if file.rename.is_some() {
+        changed.push("its name");
+    }
     let mut copy = format!(
-        "# The demo's copy of {}: its port, its secrets from files in the demo's data directory{}.\n",
+        "# The demo's copy of {}, but for {}.\n",
         file.path,
-        if file.rename.is_some() {
-            ", and its name"
-        } else {
-            ""
-        }
+        changed.join(", ")
     );
     let mut replaced = 0;
     for line in file.source.lines() {
