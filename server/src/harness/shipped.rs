@@ -5,7 +5,7 @@
 use sqlx::PgPool;
 
 /// Every shipped definition file, by its path in the repository.
-pub const DEFINITIONS: [(&str, &str); 2] = [
+pub const DEFINITIONS: [(&str, &str); 3] = [
     (
         "definitions/document_delivery.v1.yaml",
         include_str!("../../../definitions/document_delivery.v1.yaml"),
@@ -13,6 +13,10 @@ pub const DEFINITIONS: [(&str, &str); 2] = [
     (
         "definitions/document_delivery.v2.yaml",
         include_str!("../../../definitions/document_delivery.v2.yaml"),
+    ),
+    (
+        "definitions/payment_receipt.v1.yaml",
+        include_str!("../../../definitions/payment_receipt.v1.yaml"),
     ),
 ];
 
