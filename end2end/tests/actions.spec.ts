@@ -56,7 +56,7 @@ test('checking the destination works without JavaScript and verifies the deliver
   const check = card(page, 'check_destination');
   await check.getByLabel('Reason (recorded in the audit log)').fill('look before sending again');
   await check.getByRole('button', { name: 'Check destination' }).click();
-  await expect(page.getByTestId('notice')).toContainText('Delivery verified from external reference');
+  await expect(page.getByTestId('notice')).toContainText('Verified from external reference');
   await expect(page.getByTestId('receipt')).toContainText('by status query');
   // Settled: no more checks or retries; only a withdrawal (Cancel) remains.
   await expect(card(page, 'check_destination')).toHaveCount(0);
@@ -102,7 +102,7 @@ test('another attempt under an opaque adapter shows the duplicate risk and needs
   await expect(page.getByTestId('notice')).toHaveCount(0);
   await authorize.getByLabel('I understand that the delivery for customer-42 may happen twice.').check();
   await authorize.getByRole('button', { name: 'Authorize another attempt' }).click();
-  await expect(page.getByTestId('notice')).toContainText('a second delivery is possible');
+  await expect(page.getByTestId('notice')).toContainText('a second effect is possible');
   await expect(async () => {
     await page.reload();
     await expect(page.getByTestId('state')).toHaveText('Succeeded', { timeout: 1000 });

@@ -85,7 +85,7 @@ test('a charge left for review shows its form-encoded request, its verified cont
   const check = page.locator('[data-action=check_destination]');
   await check.getByLabel('Reason (recorded in the audit log)').fill('did the card get charged?');
   await check.getByRole('button', { name: 'Check destination' }).click();
-  await expect(page.getByTestId('notice')).toContainText(/verified from external reference ch_\w+; the step succeeded with a status-query receipt/);
+  await expect(page.getByTestId('notice')).toContainText(/Verified from external reference ch_\w+: the step succeeded with a status-query receipt/);
   await expect(page.getByTestId('receipt')).toContainText(/^ch_\w+, by status query/);
   await expect(page.getByTestId('state')).toHaveText('Succeeded');
   // Settled: only a refund (Cancel) remains.

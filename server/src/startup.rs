@@ -89,7 +89,7 @@ async fn start_demo(
 ) -> anyhow::Result<crate::harness::demo::Demo> {
     let demo = crate::harness::demo::Demo::start(pool, &args.demo_data_dir).await?;
     let seeded = crate::harness::demo::seed(pool).await?;
-    println!("demo: three destinations started; {seeded} new demo workflow(s)");
+    println!("demo: five destinations started; {seeded} new demo workflow(s)");
     match engine::operators::add(pool, "demo", engine::domain::Role::Approver).await {
         Ok(password) => println!("demo: sign in as `demo` with password {password} (shown once)"),
         Err(engine::operators::OperatorError::Exists(_)) => println!(

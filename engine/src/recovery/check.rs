@@ -60,13 +60,13 @@ fn answer_in_words(
         .as_ref()
         .map_or(0, |a| a.index_settles_in_ms(contract));
     match answer {
-        None => "The destination holds more than one delivery for this request: a duplicate-effect incident is open.".to_owned(),
+        None => "The destination holds more than one effect for this request: a duplicate-effect incident is open.".to_owned(),
         Some(LookupAnswer::Found { external_reference, digest_matches: true, .. }) if settles_in_ms > 0 => format!(
-            "Found {external_reference}, but the destination's status index may lag up to {window} ms behind it: another delivery under this key may not show yet. Check again after {} to settle the step.",
+            "Found {external_reference}, but the destination's status index may lag up to {window} ms behind it: another effect under this key may not show yet. Check again after {} to settle the step.",
             check_again_at(now, settles_in_ms)
         ),
         Some(LookupAnswer::Found { external_reference, digest_matches: true, .. }) => {
-            format!("Delivery verified from external reference {external_reference}; the step succeeded with a status-query receipt.")
+            format!("Verified from external reference {external_reference}: the step succeeded with a status-query receipt.")
         }
         Some(LookupAnswer::Found { external_reference, digest_matches: false, .. }) => format!(
             "The destination holds {external_reference} under this request key with other content: an integrity incident is open and the step awaits review."

@@ -120,7 +120,7 @@ async fn withdraw_others(
         .is_some_and(|c| matches!(c.compensation, Compensation::SupportedWithLimits(_)));
     if !withdrawable {
         return Err(ActionError::NotPermitted(
-            "This adapter cannot withdraw a delivery; accept the duplicate as unresolved instead."
+            "This adapter cannot withdraw an effect; accept the duplicate as unresolved instead."
                 .into(),
         ));
     }

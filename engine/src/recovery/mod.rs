@@ -339,14 +339,14 @@ async fn authorize_another_attempt(
 ) -> Result<Outcome, ActionError> {
     if !acknowledged_duplicate_risk {
         return Err(ActionError::Invalid(
-            "Another attempt under an adapter that cannot prove the first one's outcome may deliver twice; acknowledge that risk to authorize it.".into(),
+            "Another attempt under an adapter that cannot prove the first one's outcome may make the effect twice; acknowledge that risk to authorize it.".into(),
         ));
     }
     let id = Uuid::now_v7();
     authorization::insert(conn, id, request.step, &request.operator.username, reason).await?;
     action::to_ready(conn, request.step).await?;
     Ok((
-        "Another attempt is authorized; it will carry your authorization, and a second delivery is possible.".into(),
+        "Another attempt is authorized; it will carry your authorization, and a second effect is possible.".into(),
         json!({ "authorization": id, "acknowledged_duplicate_risk": true }),
         request.step,
     ))

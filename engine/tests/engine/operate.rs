@@ -287,7 +287,11 @@ async fn checking_inside_the_visibility_window_is_not_proof_and_after_it_verifie
     )
     .await
     .unwrap();
-    assert!(late.message.contains("verified"), "{}", late.message);
+    assert!(
+        late.message.contains("Verified from external reference"),
+        "{}",
+        late.message
+    );
     let (method, reference) = h.receipt(w, "deliver").await.unwrap();
     assert_eq!(method, "status_query");
     assert_eq!(h.ledger().await.deliveries[0].external_reference, reference);

@@ -261,6 +261,16 @@ async fn a_lost_charge_answer_is_recovered_by_replaying_its_key_and_the_card_is_
     .await
     .unwrap();
     assert_eq!(receipt, "idempotent_replay");
+    // The adapter's rule read the charge's amount from the replayed answer: a typed receipt field.
+    let amount: Value = sqlx::query_scalar(
+        "select r.result_summary -> 'fields' -> 'amount' from receipt r
+           join step s on s.id = r.step_id where s.workflow_id = $1::uuid",
+    )
+    .bind(&workflow)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(amount, json!(1250));
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
