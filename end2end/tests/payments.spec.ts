@@ -65,6 +65,7 @@ test('a charge left for review shows its form-encoded request, its verified cont
   await hydrated(page);
   await expect(page.getByTestId('state')).toHaveText('Review required');
   await expect(page.getByTestId('trust')).toContainText(/^Verified: version \d+'s contract suite passed against http:\/\/127\.0\.0\.1:\d+/);
+  await expect(page.getByTestId('proven-claims')).toContainText('Proven: an idempotency key (the same key and digest replay the original delivery)');
   await expect(page.getByTestId('receipt')).toHaveText('none: no receipt proves the effect');
   // The canonical request: a form body, as the payments API takes it; the API key is not in it.
   await page.getByText('Canonical request (redacted)').click();

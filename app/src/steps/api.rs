@@ -23,12 +23,11 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
     let (permitted, beyond_role): (Vec<_>, Vec<_>) = permitted_actions_of(&e)
         .into_iter()
         .partition(|a| operator.role.may(*a));
-    let busy = e.leased_until.map(busy_sentence);
     let attempt_count = e.attempts.len();
-    let ((subject, noun), trust) = (acts_on(&e), trust_of(&e));
+    let (subject, noun, trust, proven_claims) = facts_of(&e);
     Ok(StepEvidence {
         version: e.version.to_string(),
-        busy,
+        busy: e.leased_until.map(busy_sentence),
         notice,
         input: serde_json::to_string_pretty(&e.input).unwrap_or_default(),
         step_input_digest: e.step_input_digest,
@@ -60,6 +59,7 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
             .content_digest
             .unwrap_or_else(|| "— (not prepared yet)".into()),
         trust,
+        proven_claims,
         request_key: e
             .request_key
             .unwrap_or_else(|| "— (not prepared yet)".into()),
@@ -96,6 +96,14 @@ fn evidence_time(t: Option<chrono::DateTime<chrono::Utc>>) -> String {
         .unwrap_or_else(|| "—".into())
 }
 
+/// Whom the workflow acts on, what the step's effect is called, how its adapter was verified,
+/// and the claims proven.
+#[cfg(feature = "ssr")]
+fn facts_of(e: &engine::read::evidence::Evidence) -> (String, String, String, Vec<String>) {
+    let (subject, noun) = acts_on(e);
+    (subject, noun, trust_of(e), proven_claims_of(e))
+}
+
 /// Whom the step's workflow acts on, and what its effect is called (lower case).
 #[cfg(feature = "ssr")]
 fn acts_on(e: &engine::read::evidence::Evidence) -> (String, String) {
@@ -113,6 +121,17 @@ fn trust_of(e: &engine::read::evidence::Evidence) -> String {
         .as_ref()
         .map(|t| t.sentence())
         .unwrap_or_else(|| "— (a pure step)".into())
+}
+
+/// The claims the suite proved, listed only while they are the ones in use (verified, not
+/// demoted).
+#[cfg(feature = "ssr")]
+fn proven_claims_of(e: &engine::read::evidence::Evidence) -> Vec<String> {
+    e.trust
+        .as_ref()
+        .filter(|t| t.demoted.is_none() && t.verified_version == Some(t.version))
+        .map(|t| t.claims.clone())
+        .unwrap_or_default()
 }
 
 /// What the step's contract and state permit now, whatever the operator's role; nothing for a

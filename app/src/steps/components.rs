@@ -95,7 +95,14 @@ fn Evidence(e: StepEvidence) -> impl IntoView {
             <dt>"Adapter and capabilities"</dt>
             <dd>{format!("{} — {}", e.adapter, e.capabilities)}</dd>
             <dt>"How the contract was verified"</dt>
-            <dd data-testid="trust">{e.trust.clone()}</dd>
+            <dd data-testid="trust">
+                {e.trust.clone()}
+                {(!e.proven_claims.is_empty()).then(|| view! {
+                    <ul class="claims" data-testid="proven-claims">
+                        {e.proven_claims.clone().into_iter().map(|c| view! { <li>{format!("Proven: {c}")}</li> }).collect_view()}
+                    </ul>
+                })}
+            </dd>
             <dt>"Deadline · visibility window"</dt>
             <dd>{format!("{} ms · {} ms", e.deadline_ms, e.visibility_window_ms)}</dd>
             {e.withdraws.map(|r| view! { <dt>"Withdraws"</dt><dd><code>{r}</code></dd> })}

@@ -31,6 +31,8 @@ pub struct StepEvidence {
     pub content_digest: String,
     /// How the contract's claims were verified, or why they are not used.
     pub trust: String,
+    /// Each claim the adapter's contract suite proved for this version (none until verified).
+    pub proven_claims: Vec<String>,
     pub request_key: String,
     pub input_digest: String,
     pub request_summary: String,

@@ -113,7 +113,8 @@ pub async fn verify(pool: &PgPool, name: &str, sandbox: &str) -> Result<Verified
     if !report.passed() {
         return Ok(Verified::Failed { version, report });
     }
-    if !store::mark_verified(pool, name, version, sandbox).await? {
+    let claims: Vec<&str> = report.checks.iter().map(|c| c.claim).collect();
+    if !store::mark_verified(pool, name, version, sandbox, &claims).await? {
         return Err(VerifyError::Moved(name.to_owned()));
     }
     Ok(Verified::Passed { version, report })

@@ -71,6 +71,8 @@ pub struct AdapterTrust {
     pub verified_against: Option<String>,
     /// Why the adapter was demoted to review, if a contradiction was seen in production.
     pub demoted: Option<String>,
+    /// Each claim the suite proved for the verified version.
+    pub claims: Vec<String>,
 }
 
 impl AdapterTrust {
@@ -130,13 +132,12 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
         r#"select s.id, s.workflow_id, w.creation_key, s.logical, w.definition_name, s.definition_version,
                   s.state as "state: StepState", s.adapter, a.contract as "contract?", s.request_key,
                   a.contract_version as "contract_version?", a.verified_version, a.verified_at as "verified_at: DateTime<Utc>",
-                  a.verified_against, a.demoted_reason, s.unknown_since as "unknown_since: DateTime<Utc>",
+                  a.verified_against, a.verified_claims, a.demoted_reason, s.unknown_since as "unknown_since: DateTime<Utc>",
                   q.summary ->> 'digest' as content_digest, q.input_digest as "input_digest?", q.summary as "summary?",
                   q.first_sent_at as "first_sent_at: DateTime<Utc>", q.last_sent_at as "last_sent_at: DateTime<Utc>",
                   rc.method::text as "receipt_method?", rc.external_reference as "receipt_reference?", rc.observed_at as "receipt_at?: DateTime<Utc>",
                   exists(select 1 from integrity_incident i where i.step_id = s.id and i.resolved_at is null) as "open_incident!"
-           from step s
-           join workflow w on w.id = s.workflow_id
+           from step s join workflow w on w.id = s.workflow_id
            left join adapter a on a.name = s.adapter
            left join external_request q on q.request_key = s.request_key
            left join receipt rc on rc.id = s.receipt_id
@@ -172,6 +173,7 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
             verified_at: s.verified_at,
             verified_against: s.verified_against,
             demoted: s.demoted_reason,
+            claims: claims_of(s.verified_claims),
         }),
         receipt: match (s.receipt_method, s.receipt_reference, s.receipt_at) {
             (Some(m), Some(r), Some(at)) => Some((m, r, at)),
@@ -204,6 +206,13 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
         incidents: lineage.incidents,
         siblings: siblings(pool, s.workflow_id, id).await?,
     }))
+}
+
+/// The claims a verification stored (`verified_claims`).
+fn claims_of(stored: Option<Value>) -> Vec<String> {
+    stored
+        .and_then(|c| serde_json::from_value(c).ok())
+        .unwrap_or_default()
 }
 
 /// Whom the workflow acts on and what the step's effect is called, in its definition's words.

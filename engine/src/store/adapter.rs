@@ -185,26 +185,30 @@ where
     Ok(row.and_then(|r| r.source.map(|s| (s, r.contract_version))))
 }
 
-/// Records that version `version` of `name` passed its contract suite against `against`: its
-/// declared contract is used from now on. False when another version is current by now.
+/// Records that version `version` of `name` passed its contract suite against `against`, with
+/// the claims it checked: its declared contract is used from now on. False when another
+/// version is current by now.
 pub async fn mark_verified<'e, E>(
     executor: E,
     name: &str,
     version: i32,
     against: &str,
+    claims: &[&str],
 ) -> sqlx::Result<bool>
 where
     E: Executor<'e, Database = Postgres>,
 {
+    let claims = serde_json::Value::from(claims.to_vec());
     let updated = sqlx::query!(
         r#"update adapter a
               set contract = v.contract, verified_at = now(), verified_version = v.version,
-                  verified_against = $3, demoted_at = null, demoted_reason = null
+                  verified_against = $3, verified_claims = $4, demoted_at = null, demoted_reason = null
              from adapter_version v
             where a.name = $1 and a.contract_version = $2 and v.name = a.name and v.version = $2"#,
         name,
         version,
         against,
+        claims,
     )
     .execute(executor)
     .await?;

@@ -19,6 +19,10 @@ const MAX_RESPONSE_BYTES: usize = engine::adapter::MAX_RESPONSE_BYTES;
 /// How much the server below offers: far past the cap, small enough not to strain a test machine
 /// if an adapter read it all.
 const OFFERED: usize = 64 * 1024 * 1024;
+const _: () = assert!(
+    OFFERED > 32 * MAX_RESPONSE_BYTES,
+    "the offer is far past the cap"
+);
 
 /// A server answering every request with `status` and a JSON-looking body of `OFFERED` bytes,
 /// read until the connection closes (or, with `declared`, a `Content-Length` of that size).
@@ -72,12 +76,14 @@ fn key() -> RequestKey {
     RequestKey::derive(Uuid::now_v7(), &StepKey::new("deliver", 1))
 }
 
-/// Well under what was offered: the adapter stopped reading near the cap.
+/// Well under what was offered: the adapter stopped reading near the cap. The server counts
+/// what the kernel accepted, and loopback socket buffers grow to several MiB under load, so the
+/// bound is half the offer (an adapter reading to the end takes all of it), not the cap itself.
 fn assert_stopped_early(sent: &AtomicUsize) {
     let sent = sent.load(Ordering::Relaxed);
     assert!(
-        sent < 8 * MAX_RESPONSE_BYTES,
-        "the server sent {sent} bytes: the adapter read past its cap"
+        sent < OFFERED / 2,
+        "the server sent {sent} bytes of {OFFERED}: the adapter read past its cap"
     );
 }
 

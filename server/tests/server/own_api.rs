@@ -271,6 +271,18 @@ async fn a_lost_charge_answer_is_recovered_by_replaying_its_key_and_the_card_is_
     .await
     .unwrap();
     assert_eq!(amount, json!(1250));
+    // What `verify` proved is kept, claim by claim, for the step page.
+    let claims: Value =
+        sqlx::query_scalar("select verified_claims from adapter where name = 'payments'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(
+        claims.as_array().unwrap().contains(&json!(
+            "an idempotency key (the same key and digest replay the original delivery)"
+        )),
+        "{claims}"
+    );
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
