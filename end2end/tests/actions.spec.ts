@@ -154,6 +154,24 @@ test('cancelling a delivered document requests its withdrawal as a step of its o
   }).toPass({ timeout: 20_000 });
 });
 
+test('a step with an open incident links to the incident instead of offering a form that cannot work', async ({ page }) => {
+  await signIn(page);
+  const incidents = page.getByRole('table', { name: 'Open integrity incidents' });
+  await expect(async () => {
+    await page.goto('/');
+    await expect(incidents.locator('tr', { hasText: 'demo-invoice-4' })).toBeVisible({ timeout: 1000 });
+  }).toPass({ timeout: 30_000 });
+  await incidents.locator('tr', { hasText: 'demo-invoice-4' }).getByRole('link').click();
+  const incident = page.url();
+  await page.getByRole('link', { name: 'The step\'s evidence' }).click();
+  await hydrated(page);
+  const resolve = page.locator('[data-action="resolve_incident"]');
+  await expect(resolve).toBeVisible();
+  await expect(resolve.locator('form, button')).toHaveCount(0);
+  await resolve.getByRole('link', { name: 'Open the incident to resolve it' }).click();
+  await expect(page).toHaveURL(incident);
+});
+
 test('a duplicate incident is resolved by naming the canonical result and withdrawing the other', async ({ page }) => {
   await signIn(page);
   const incidents = page.getByRole('table', { name: 'Open integrity incidents' });

@@ -46,6 +46,7 @@ pub fn StepPage() -> impl IntoView {
 #[component]
 fn Evidence(e: StepEvidence) -> impl IntoView {
     let permitted = e.permitted.clone();
+    let open_incident = e.incidents.first().cloned();
     let context = ActionContext {
         step: e.step_id.clone(),
         version: e.version.clone(),
@@ -187,7 +188,13 @@ fn Evidence(e: StepEvidence) -> impl IntoView {
                 <div class="actions" data-testid="permitted">
                     {permitted
                         .into_iter()
-                        .map(|a| view! { <ActionCard action=a context=context.clone() /> })
+                        .map(|a| match a {
+                            // Resolution lives on the incident's page, with its references.
+                            OperatorAction::ResolveIncident => {
+                                view! { <IncidentLink incident=open_incident.clone() /> }.into_any()
+                            }
+                            a => view! { <ActionCard action=a context=context.clone() /> }.into_any(),
+                        })
                         .collect_view()}
                 </div>
             }
@@ -231,6 +238,23 @@ fn ActionResult(step: String, notice: Option<String>) -> impl IntoView {
         Some(Ok(answer)) if answer.step_id == step => done(answer.message),
         _ => notice.clone().map(done).into_any(),
     }
+    }
+}
+
+const RESOLVE_EXPLAINED: &str =
+    "Open the incident to name the canonical result and the duplicate's disposition.";
+
+/// "Resolve incident", offered as the way to the incident's page: resolving names the
+/// canonical reference among the incident's, which only that page lists.
+#[component]
+fn IncidentLink(incident: Option<String>) -> impl IntoView {
+    let href = incident.map_or_else(|| "/".to_owned(), |id| format!("/incidents/{id}"));
+    view! {
+        <section class="action" data-action="resolve_incident">
+            <h3>{OperatorAction::ResolveIncident.label()}</h3>
+            <p class="small">{RESOLVE_EXPLAINED}</p>
+            <A href=href>"Open the incident to resolve it"</A>
+        </section>
     }
 }
 
@@ -336,6 +360,6 @@ fn explain(action: OperatorAction, c: &ActionContext) -> String {
             | StepState::Cancelled => "Stops every further attempt and check. The earlier attempt's effect may still have happened; cancelling does not undo it.".into(),
         },
         OperatorAction::Replace => "Creates a replacement step with a new request key linked to this one, on the input below. This step keeps its history.".into(),
-        OperatorAction::ResolveIncident => "Open the incident to name the canonical result and the duplicate's disposition.".into(),
+        OperatorAction::ResolveIncident => RESOLVE_EXPLAINED.into(),
     }
 }
