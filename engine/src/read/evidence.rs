@@ -135,6 +135,7 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
                   a.verified_against, a.verified_claims, a.demoted_reason, s.unknown_since as "unknown_since: DateTime<Utc>",
                   q.summary ->> 'digest' as content_digest, q.input_digest as "input_digest?", q.summary as "summary?",
                   q.first_sent_at as "first_sent_at: DateTime<Utc>", q.last_sent_at as "last_sent_at: DateTime<Utc>",
+                  (extract(epoch from now() - q.first_sent_at) * 1000)::bigint as key_age_ms,
                   rc.method::text as "receipt_method?", rc.external_reference as "receipt_reference?", rc.observed_at as "receipt_at?: DateTime<Utc>",
                   exists(select 1 from integrity_incident i where i.step_id = s.id and i.resolved_at is null) as "open_incident!"
            from step s join workflow w on w.id = s.workflow_id
@@ -186,9 +187,8 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
         input_digest: s.input_digest,
         request_summary: s.summary,
         first_sent_at: s.first_sent_at,
-        key_first_sent_ms_ago: s
-            .first_sent_at
-            .map(|at| u64::try_from((Utc::now() - at).num_milliseconds()).unwrap_or(0)),
+        // The database's clock, as the action's own admission reads it (store::action).
+        key_first_sent_ms_ago: s.key_age_ms.map(|ms| u64::try_from(ms).unwrap_or(0)),
         last_sent_at: s.last_sent_at,
         unknown_since: s.unknown_since,
         attempts: attempts(pool, id).await?,

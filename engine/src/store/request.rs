@@ -49,30 +49,27 @@ pub async fn bind_request(
     .await
 }
 
-/// The adapter contract version a request was prepared under.
-pub async fn request_contract_version(
-    conn: &mut PgConnection,
-    key: &str,
-) -> sqlx::Result<Option<i32>> {
-    sqlx::query_scalar!(
-        r#"select contract_version from external_request where request_key = $1"#,
-        key
-    )
-    .fetch_optional(conn)
-    .await
+/// What recovery reads of a bound request before deciding: the adapter contract version it
+/// was prepared under, and how long ago it was first sent in milliseconds (`None` before its
+/// first send: a provider that forgets idempotency keys may have forgotten this one).
+pub struct SentUnder {
+    pub contract_version: i32,
+    pub first_sent_ms_ago: Option<u64>,
 }
 
-/// How long ago the request under `key` was first sent, in milliseconds (`None` before its
-/// first send): a provider that forgets idempotency keys may have forgotten this one.
-pub async fn key_age_ms(conn: &mut PgConnection, key: &str) -> sqlx::Result<Option<u64>> {
-    let age = sqlx::query_scalar!(
-        r#"select (extract(epoch from now() - first_sent_at) * 1000)::bigint as age
+/// [`SentUnder`] for the request bound to `key`, if one is.
+pub async fn sent_under(conn: &mut PgConnection, key: &str) -> sqlx::Result<Option<SentUnder>> {
+    let row = sqlx::query!(
+        r#"select contract_version, (extract(epoch from now() - first_sent_at) * 1000)::bigint as age
            from external_request where request_key = $1"#,
         key
     )
     .fetch_optional(conn)
     .await?;
-    Ok(age.flatten().map(|ms| u64::try_from(ms).unwrap_or(0)))
+    Ok(row.map(|r| SentUnder {
+        contract_version: r.contract_version,
+        first_sent_ms_ago: r.age.map(|ms| u64::try_from(ms).unwrap_or(0)),
+    }))
 }
 
 /// The digest bound to `key` and its canonical summary.

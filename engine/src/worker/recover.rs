@@ -64,11 +64,9 @@ impl Worker {
         let key = request_key(step);
         // The contract (or the destination's URL) changed since the request was sent: what the
         // adapter can prove now says nothing about that request. A person decides.
-        let mut conn = self.pool.acquire().await?;
-        let sent_under = request::request_contract_version(&mut conn, key.as_str()).await?;
-        let key_age = request::key_age_ms(&mut conn, key.as_str()).await?;
-        drop(conn);
-        if sent_under.is_some_and(|v| v != contract_version) {
+        let sent = request::sent_under(&mut *self.pool.acquire().await?, key.as_str()).await?;
+        let key_age = sent.as_ref().and_then(|s| s.first_sent_ms_ago);
+        if sent.is_some_and(|s| s.contract_version != contract_version) {
             self.settle_alone(step, Settle::Review).await?;
             return Ok(StepReport::ToReview);
         }
