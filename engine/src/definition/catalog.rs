@@ -152,7 +152,7 @@ pub async fn apply_as(
         )
         .into());
     }
-    apply(pool, source, applied_by, dry_run).await
+    store_compiled(pool, &definition, source, applied_by, dry_run).await
 }
 
 /// Checks `source` and stores it, unless `dry_run`. Re-applying the same file changes
@@ -164,6 +164,17 @@ pub async fn apply(
     dry_run: bool,
 ) -> Result<Applied, ApplyError> {
     let definition = Definition::from_source(source)?;
+    store_compiled(pool, &definition, source, applied_by, dry_run).await
+}
+
+/// Stores `definition`, compiled from `source`, as [`apply`] describes.
+async fn store_compiled(
+    pool: &PgPool,
+    definition: &Definition,
+    source: &str,
+    applied_by: &str,
+    dry_run: bool,
+) -> Result<Applied, ApplyError> {
     let (name, version) = (definition.name().to_owned(), definition.version());
     let unchanged = || Applied::Unchanged {
         name: name.clone(),
