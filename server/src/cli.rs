@@ -43,9 +43,9 @@ pub(crate) enum Command {
     /// Workflow definitions applied to the database.
     #[command(subcommand)]
     Definitions(DefinitionsCommand),
-    /// Print the exact request of every external step of a definition file for an input:
-    /// its canonical bytes and digests, for golden tests in your own repository. Reads no
-    /// database.
+    /// Print the request every step of a definition file renders for an input, as canonical
+    /// bytes with their digest and the content digest, before an adapter shapes it for the
+    /// wire: golden tests of a definition in your own repository. Reads no database.
     Render(RenderArgs),
     /// Private PostgreSQL clusters for development and tests.
     #[command(subcommand)]

@@ -61,7 +61,8 @@ pub(crate) async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     let mut definitions = Vec::new();
     for path in files(&args.files)? {
         let source = read(&path)?;
-        let checked = match kind_of(&source) {
+        let kind = kind_of(&source);
+        let checked = match kind {
             Some(FileKind::Adapter) => engine::adapter::apply::build(&source).map(|_| ()),
             Some(FileKind::Definition) => Definition::from_source(&source).map(|_| ()),
             None => Err(engine::file_error::FileError::at(
@@ -73,7 +74,7 @@ pub(crate) async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
             eprintln!("{}: {error}", path.display());
             return Ok(ExitCode::FAILURE);
         }
-        match kind_of(&source) {
+        match kind {
             Some(FileKind::Adapter) => adapters.push((path, source)),
             _ => definitions.push((path, source)),
         }
@@ -260,7 +261,7 @@ pub(crate) async fn render(args: RenderArgs) -> anyhow::Result<ExitCode> {
                 )?;
                 let bytes = engine::domain::identity::canonical_json(&rendered.request);
                 println!(
-                    "step {} (external, adapter {adapter}, key {key}):\n  request: {}\n  request digest: {}\n  content digest: {}",
+                    "step {} (external, adapter {adapter}, key {key}):\n  request, before the adapter shapes it: {}\n  its digest: {}\n  content digest (what the destination compares): {}",
                     step.logical,
                     String::from_utf8_lossy(&bytes),
                     InputDigest::of_bytes(&bytes),
