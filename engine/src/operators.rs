@@ -18,12 +18,46 @@ use crate::store::operator as store;
 
 pub use crate::store::operator::Listed;
 
-/// A signed-in person, as the console knows them.
+/// Whoever takes a recovery action: a person signed in to the console, a person named on the
+/// command line, or an API client acting with its token's role.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Operator {
+    /// The account's id; nil for a token.
     pub id: Uuid,
+    /// The account's username, or the token's name.
     pub username: String,
     pub role: Role,
+    #[serde(default)]
+    pub via: Via,
+}
+
+/// Through what an [`Operator`] acts; the audit log names a token's actions as the API's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Via {
+    #[default]
+    Console,
+    Cli,
+    Token,
+}
+
+impl Operator {
+    /// An API client acting with the role its token carries.
+    pub fn token(grant: &crate::store::token::Grant) -> Operator {
+        Operator {
+            id: Uuid::nil(),
+            username: grant.name.clone(),
+            role: grant.role,
+            via: Via::Token,
+        }
+    }
+
+    /// Who the audit log names for this operator's actions.
+    pub fn actor(&self) -> Actor<'_> {
+        match self.via {
+            Via::Console | Via::Cli => Actor::Operator(&self.username),
+            Via::Token => Actor::Api(&self.username),
+        }
+    }
 }
 
 /// Why an account could not be created or changed.
@@ -138,6 +172,18 @@ pub async fn authenticate(
         id: r.id,
         username: r.username,
         role: r.role,
+        via: Via::Console,
+    }))
+}
+
+/// The enabled operator named `username`, acting from the command line (whoever can reach the
+/// database may act as any operator: the CLI's trust boundary is the database credentials).
+pub async fn named(pool: &PgPool, username: &str) -> sqlx::Result<Option<Operator>> {
+    Ok(store::enabled(pool, username).await?.map(|r| Operator {
+        id: r.id,
+        username: r.username,
+        role: r.role,
+        via: Via::Cli,
     }))
 }
 

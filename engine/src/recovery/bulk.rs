@@ -144,6 +144,7 @@ pub async fn run(pool: &PgPool, id: Uuid) -> sqlx::Result<()> {
         id: Uuid::nil(),
         username: r.author.clone(),
         role: r.role,
+        via: crate::operators::Via::Console,
     };
     let pause = Duration::from_millis(1_000 / u64::try_from(r.rate_per_sec.max(1)).unwrap_or(1));
     loop {

@@ -10,7 +10,6 @@ use crate::domain::{Compensation, Disposition, EventKind, OperatorAction};
 use crate::operators::Operator;
 use crate::store::action::{self, StepFacts};
 use crate::store::incident_resolution::{self, LockedIncident};
-use crate::store::journal::Actor;
 use crate::store::{compensation, step, workflow};
 
 use super::admit::{admit_role, required};
@@ -76,7 +75,7 @@ pub async fn resolve_incident(
     .await?;
     audit(
         &mut tx,
-        Actor::Operator(&operator.username),
+        operator.actor(),
         OperatorAction::ResolveIncident,
         &locked,
         row.step_id,

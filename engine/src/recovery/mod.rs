@@ -113,7 +113,7 @@ pub async fn perform_at(
         .await?
         .ok_or(ActionError::NotFound)?;
     admit(&locked, request.operator.role, kind, request.seen_version)?;
-    let actor = Actor::Operator(&request.operator.username);
+    let actor = request.operator.actor();
     let (message, details, next_step) = match &request.action {
         Action::CheckDestination => {
             return check_destination(pool, tx, &request, &locked, &reason, now).await;
@@ -180,7 +180,7 @@ async fn check_destination(
     let holder = format!("console:{}", request.operator.username);
     audit(
         &mut tx,
-        Actor::Operator(&request.operator.username),
+        request.operator.actor(),
         request.action.kind(),
         locked,
         request.step,

@@ -183,6 +183,7 @@ async fn after_a_restore_an_opaque_step_the_backup_saw_ready_or_waiting_is_never
         id: Uuid::nil(),
         username: "restore-test".into(),
         role: engine::domain::Role::Approver,
+        via: engine::operators::Via::Console,
     };
     let deliver = step_id(&pool, w, "deliver").await;
     engine::recovery::perform(

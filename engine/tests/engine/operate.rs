@@ -20,6 +20,7 @@ pub(crate) fn person(name: &str, role: Role) -> Operator {
         id: Uuid::nil(),
         username: name.to_owned(),
         role,
+        via: engine::operators::Via::Console,
     }
 }
 

@@ -375,6 +375,7 @@ async fn an_alert_opens_once_and_reaches_the_webhook_once(pool: PgPool) {
         id: Uuid::nil(),
         username: "carol".into(),
         role: engine::domain::Role::Approver,
+        via: engine::operators::Via::Console,
     };
     engine::recovery::perform(
         &h.pool,

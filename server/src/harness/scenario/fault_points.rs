@@ -102,6 +102,7 @@ impl Stage<'_> {
                 id: Uuid::nil(),
                 username: "scenario".into(),
                 role: engine::domain::Role::Approver,
+                via: engine::operators::Via::Console,
             };
             for w in workflows {
                 let step: Uuid = sqlx::query_scalar(
