@@ -4,11 +4,13 @@
 mod api;
 mod auth;
 mod console;
+mod decisions;
 mod demo;
 mod files_api;
 mod fuzz;
 mod headers;
 mod http;
+mod ops_api;
 mod own_api;
 mod proxy;
 mod reads;
