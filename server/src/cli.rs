@@ -50,6 +50,8 @@ pub(crate) enum Command {
     /// Private PostgreSQL clusters for development and tests.
     #[command(subcommand)]
     Db(DbCommand),
+    /// Print the HTTP API's OpenAPI document (JSON), as `GET /api/v1/openapi.json` serves it.
+    Openapi,
     /// Drop every projection (status, metrics, notification revisions) and rebuild it from
     /// durable state.
     RebuildProjections(DatabaseArgs),

@@ -39,6 +39,11 @@ impl Cli {
                 Command::Render(args) => crate::files::render(args).await,
                 Command::User(command) => user(command).await.map(|()| ExitCode::SUCCESS),
                 Command::Check(args) => check(args).await,
+                Command::Openapi => {
+                    let document = crate::http::api::openapi_document();
+                    println!("{}", serde_json::to_string_pretty(&document)?);
+                    Ok(ExitCode::SUCCESS)
+                }
                 Command::Migrate(args) => {
                     Database::open(&args).await?.close().await?;
                     println!("migrations are up to date");

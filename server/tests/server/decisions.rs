@@ -9,7 +9,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::api::{call, token};
-use crate::console::{action_form, fixture_review_step, signed_in};
+use crate::console::{action_form, fixture_review_step, input_value, signed_in};
 
 /// What the contract permits on a step under review whose request was never sent (no key
 /// bound, no lookup yet), by kind: the rest of the actions are refused by the contract.
@@ -122,8 +122,13 @@ async fn by_api(pool: &PgPool, role: Role, step: Uuid, action: OperatorAction) -
 }
 
 async fn by_console(pool: &PgPool, role: Role, step: Uuid, action: OperatorAction) -> Answer {
+    // The form's address from an approver's page (a viewer's page draws no action form), the
+    // version as the page carries it, and this session's own CSRF token.
+    let mut approver = signed_in(pool, Role::Approver).await;
+    let (uri, version, _) = action_form(&mut approver, step).await;
     let mut browser = signed_in(pool, role).await;
-    let (uri, version, csrf) = action_form(&mut browser, step).await;
+    let (_, page) = browser.get(&format!("/steps/{step}")).await;
+    let csrf = input_value(&page, "csrf");
     let extra = fields(action);
     let mut form: Vec<(String, String)> = vec![
         ("step".into(), step.to_string()),

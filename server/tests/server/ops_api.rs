@@ -190,6 +190,13 @@ async fn malformed_action_requests_are_refused_with_a_sentence_and_a_code_and_ch
             uri("authorize_another_attempt"),
             None,
             json!({"reason": "x"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid",
+        ),
+        (
+            uri("retry_same_key"),
+            None,
+            json!({"reason": "x"}),
             StatusCode::CONFLICT,
             "not_permitted",
         ),
@@ -263,12 +270,21 @@ async fn workflows_are_listed_newest_first_a_page_at_a_time_and_searched_by_key(
     let (_, found) = call(
         &pool,
         "GET",
-        "/api/v1/workflows?creation_key=list-3&state=needs_review",
+        "/api/v1/workflows?creation_key=list-3&state=pending",
         Some(&secret),
         None,
     )
     .await;
     assert_eq!(keys(&found), ["list-3"], "{found}");
+    let (_, none) = call(
+        &pool,
+        "GET",
+        "/api/v1/workflows?state=completed",
+        Some(&secret),
+        None,
+    )
+    .await;
+    assert!(keys(&none).is_empty(), "{none}");
     let (_, by_adapter) = call(
         &pool,
         "GET",
