@@ -24,7 +24,6 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
         .permitted_actions()
         .into_iter()
         .partition(|a| operator.role.may(*a));
-    let attempt_count = e.attempts.len();
     let (subject, noun, trust, proven_claims) = facts_of(&e);
     Ok(StepEvidence {
         version: e.version.to_string(),
@@ -37,7 +36,7 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
         withdraws: e.withdraws,
         incidents: e.incidents.iter().map(ToString::to_string).collect(),
         siblings: e.siblings.into_iter().map(sibling).collect(),
-        attempt_count,
+        attempt_count: e.attempts.len(),
         subject,
         noun,
         csrf,

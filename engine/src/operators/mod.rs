@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use argon2::Argon2;
 use argon2::password_hash::rand_core::{OsRng, RngCore};
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use tokio::sync::Semaphore;
 use uuid::Uuid;
@@ -17,48 +16,9 @@ use crate::store::journal::{self, Actor, AuditEntry};
 use crate::store::operator as store;
 
 pub use crate::store::operator::Listed;
+pub use who::{Operator, Via};
 
-/// Whoever takes a recovery action: a person signed in to the console, a person named on the
-/// command line, or an API client acting with its token's role.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Operator {
-    /// The account's id; nil for a token.
-    pub id: Uuid,
-    /// The account's username, or the token's name.
-    pub username: String,
-    pub role: Role,
-    #[serde(default)]
-    pub via: Via,
-}
-
-/// Through what an [`Operator`] acts; the audit log names a token's actions as the API's.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Via {
-    #[default]
-    Console,
-    Cli,
-    Token,
-}
-
-impl Operator {
-    /// An API client acting with the role its token carries.
-    pub fn token(grant: &crate::store::token::Grant) -> Operator {
-        Operator {
-            id: Uuid::nil(),
-            username: grant.name.clone(),
-            role: grant.role,
-            via: Via::Token,
-        }
-    }
-
-    /// Who the audit log names for this operator's actions.
-    pub fn actor(&self) -> Actor<'_> {
-        match self.via {
-            Via::Console | Via::Cli => Actor::Operator(&self.username),
-            Via::Token => Actor::Api(&self.username),
-        }
-    }
-}
+mod who;
 
 /// Why an account could not be created or changed.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,50 @@
+//! Who acts: a person in the console or on the command line, or an API client with its
+//! token's role, and whom the audit log names for it.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::domain::Role;
+use crate::store::journal::Actor;
+
+/// Whoever takes a recovery action: a person signed in to the console, a person named on the
+/// command line, or an API client acting with its token's role.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Operator {
+    /// The account's id; nil for a token.
+    pub id: Uuid,
+    /// The account's username, or the token's name.
+    pub username: String,
+    pub role: Role,
+    #[serde(default)]
+    pub via: Via,
+}
+
+/// Through what an [`Operator`] acts; the audit log names a token's actions as the API's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Via {
+    #[default]
+    Console,
+    Cli,
+    Token,
+}
+
+impl Operator {
+    /// An API client acting with the role its token carries.
+    pub fn token(grant: &crate::store::token::Grant) -> Operator {
+        Operator {
+            id: Uuid::nil(),
+            username: grant.name.clone(),
+            role: grant.role,
+            via: Via::Token,
+        }
+    }
+
+    /// Who the audit log names for this operator's actions.
+    pub fn actor(&self) -> Actor<'_> {
+        match self.via {
+            Via::Console | Via::Cli => Actor::Operator(&self.username),
+            Via::Token => Actor::Api(&self.username),
+        }
+    }
+}
