@@ -3,6 +3,7 @@
 
 mod api;
 mod auth;
+mod cli;
 mod console;
 mod demo;
 mod files_api;
