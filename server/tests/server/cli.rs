@@ -124,7 +124,7 @@ async fn a_viewers_retry_is_refused_in_the_engines_words_and_changes_nothing(poo
     .await;
 
     assert_eq!(ran.exit, Exit::Refused);
-    assert!(ran.err.contains("needs the Operator role"), "{}", ran.err);
+    assert!(ran.err.contains("needs the operator role"), "{}", ran.err);
     assert_eq!(ran.out, "");
     assert_eq!(state_of(&pool, step).await, "review_required");
     assert!(audit_of(&pool, step).await.is_empty());
