@@ -12,7 +12,7 @@ Z29C := $(CARGO_TARGET_DIR)/$(PROFILE)/z29c
 LEPTOS_FLAGS := $(if $(filter release,$(PROFILE)),--release,)
 TOOLS := $(if $(filter release,$(PROFILE)),release,build)
 
-.PHONY: help run build test lint unit e2e scenarios bench-engine bench-console sqlx-prepare migrate-both clean
+.PHONY: help run build test lint unit e2e openapi scenarios bench-engine bench-console sqlx-prepare migrate-both clean
 
 help:
 	@echo "make run     build and serve the console at http://\$${Z29C_ADDR:-127.0.0.1:3000} (PROFILE=release for an optimised build)"
@@ -76,8 +76,13 @@ unit: migrate-both
 	cargo sqlx prepare --workspace --check
 	cargo nextest run --workspace --no-fail-fast
 
-e2e:
+e2e: openapi
 	Z29C_BIN=$(Z29C) end2end/run.sh
+
+## The API's OpenAPI document, as the server serves it, checked by a standard validator.
+openapi:
+	$(Z29C) openapi > $(CARGO_TARGET_DIR)/openapi.json
+	python3 -m openapi_spec_validator $(CARGO_TARGET_DIR)/openapi.json
 
 ## Refreshes .sqlx/ after a query changes: `z29c db exec -- make sqlx-prepare`.
 sqlx-prepare: migrate-both

@@ -5,7 +5,8 @@
 #
 #   scripts/ensure-tools.sh build     wasm32 target, wasm-bindgen CLI, cargo-leptos
 #   scripts/ensure-tools.sh release   the above and wasm-opt
-#   scripts/ensure-tools.sh test      the above (not wasm-opt), sqlx-cli, Chromium, end2end's npm packages
+#   scripts/ensure-tools.sh test      the above (not wasm-opt), sqlx-cli, Chromium, end2end's npm
+#                                     packages, openapi-spec-validator
 set -euo pipefail
 
 WASM_BINDGEN_VERSION=0.2.130   # must equal the `wasm-bindgen` pin in Cargo.toml
@@ -13,6 +14,7 @@ CARGO_LEPTOS_VERSION=0.3.11
 SQLX_CLI_VERSION=0.8.6
 WASM_OPT_VERSION=0.116.1       # Debian's binaryen 108 emits wasm Chromium rejects
 CHROMIUM=/usr/bin/chromium
+OPENAPI_VALIDATOR_VERSION=0.9.0   # PyPI's openapi-spec-validator, for the API document
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 say() { printf '==> %s\n' "$*"; }
@@ -70,6 +72,12 @@ chromium() {
   fi
 }
 
+openapi_validator() {
+  [ "$(python3 -c 'import importlib.metadata as m; print(m.version("openapi-spec-validator"))' 2>/dev/null)" = "$OPENAPI_VALIDATOR_VERSION" ] && return
+  say "installing openapi-spec-validator $OPENAPI_VALIDATOR_VERSION from PyPI"
+  python3 -m pip install --quiet --disable-pip-version-check "openapi-spec-validator==$OPENAPI_VALIDATOR_VERSION"
+}
+
 node_modules() {
   local dir="$root/end2end"
   [ -d "$dir/node_modules/@playwright/test" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ] && return
@@ -80,6 +88,6 @@ node_modules() {
 case "${1:-build}" in
   build) wasm_target; wasm_bindgen; cargo_leptos ;;
   release) wasm_target; wasm_bindgen; cargo_leptos; wasm_opt ;;
-  test) wasm_target; wasm_bindgen; cargo_leptos; sqlx_cli; chromium; node_modules ;;
+  test) wasm_target; wasm_bindgen; cargo_leptos; sqlx_cli; chromium; openapi_validator; node_modules ;;
   *) echo "usage: $0 build|release|test" >&2; exit 2 ;;
 esac

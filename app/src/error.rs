@@ -111,7 +111,7 @@ impl From<engine::recovery::ActionError> for ConsoleError {
         match error {
             E::NotFound => ConsoleError::NotFound,
             E::Forbidden(why) | E::NotPermitted(why) => ConsoleError::NotPermitted { why },
-            E::Conflict(reason) => ConsoleError::Conflict { reason },
+            E::Stale(reason) | E::Conflict(reason) => ConsoleError::Conflict { reason },
             E::Invalid(reason) => ConsoleError::Invalid { reason },
             e @ E::Destination => ConsoleError::Conflict {
                 reason: e.to_string(),

@@ -20,7 +20,8 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
     let e = engine::read::evidence::evidence(&pool, id)
         .await?
         .ok_or_else(|| ConsoleError::NotFound.answered())?;
-    let (permitted, beyond_role): (Vec<_>, Vec<_>) = permitted_actions_of(&e)
+    let (permitted, beyond_role): (Vec<_>, Vec<_>) = e
+        .permitted_actions()
         .into_iter()
         .partition(|a| operator.role.may(*a));
     let attempt_count = e.attempts.len();
@@ -131,28 +132,6 @@ fn proven_claims_of(e: &engine::read::evidence::Evidence) -> Vec<String> {
         .as_ref()
         .filter(|t| t.demoted.is_none() && t.verified_version == Some(t.version))
         .map(|t| t.claims.clone())
-        .unwrap_or_default()
-}
-
-/// What the step's contract and state permit now, whatever the operator's role; nothing for a
-/// pure step.
-#[cfg(feature = "ssr")]
-fn permitted_actions_of(
-    e: &engine::read::evidence::Evidence,
-) -> Vec<engine::domain::OperatorAction> {
-    use engine::domain::{StepFacts, permitted_actions};
-    e.contract
-        .as_ref()
-        .map(|contract| {
-            permitted_actions(&StepFacts {
-                state: e.state,
-                contract,
-                last_lookup: e.last_lookup.as_ref(),
-                request_prepared: e.request_prepared,
-                open_incident: e.open_incident,
-                key_first_sent_ms_ago: e.key_first_sent_ms_ago,
-            })
-        })
         .unwrap_or_default()
 }
 

@@ -59,6 +59,29 @@ pub struct Evidence {
     pub siblings: Vec<(Uuid, String, i32, StepState)>,
 }
 
+impl Evidence {
+    /// The facts the recovery decision table reads; `None` for a pure step.
+    pub fn decision_facts(&self) -> Option<crate::domain::StepFacts<'_>> {
+        Some(crate::domain::StepFacts {
+            state: self.state,
+            contract: self.contract.as_ref()?,
+            last_lookup: self.last_lookup.as_ref(),
+            request_prepared: self.request_prepared,
+            open_incident: self.open_incident,
+            key_first_sent_ms_ago: self.key_first_sent_ms_ago,
+        })
+    }
+
+    /// What the step's contract and state permit now, whatever the caller's role (the page
+    /// and the API filter by role); nothing for a pure step. The same decision table the
+    /// action applies again under the row lock.
+    pub fn permitted_actions(&self) -> Vec<crate::domain::OperatorAction> {
+        self.decision_facts()
+            .map(|facts| crate::domain::permitted_actions(&facts))
+            .unwrap_or_default()
+    }
+}
+
 /// What the adapter's contract suite proved, and whether production contradicted it since.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AdapterTrust {

@@ -10,3 +10,4 @@ pub mod metrics;
 pub mod queue;
 pub mod stats;
 pub mod status;
+pub mod workflows;

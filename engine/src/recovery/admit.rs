@@ -30,7 +30,7 @@ pub(super) fn admit(
     seen: Option<i64>,
 ) -> Result<(), ActionError> {
     if seen.is_some_and(|v| v != locked.version) {
-        return Err(ActionError::Conflict(format!(
+        return Err(ActionError::Stale(format!(
             "This step changed since your page was drawn (it is now {}). Nothing was done; review the evidence again.",
             locked.state.label().to_lowercase()
         )));

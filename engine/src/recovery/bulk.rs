@@ -190,6 +190,7 @@ async fn perform_item(
         Err(
             e @ (ActionError::Forbidden(_)
             | ActionError::NotPermitted(_)
+            | ActionError::Stale(_)
             | ActionError::Conflict(_)
             | ActionError::Invalid(_)
             | ActionError::NotFound),

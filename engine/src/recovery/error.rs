@@ -16,7 +16,10 @@ pub enum ActionError {
     /// The contract does not permit it in the step's current state.
     #[error("{0}")]
     NotPermitted(String),
-    /// The step changed since the page was drawn, or a worker holds it right now.
+    /// The step changed since the page (or the caller's `If-Match`) saw it.
+    #[error("{0}")]
+    Stale(String),
+    /// A worker holds the step right now, or the workflow is in no state for the action.
     #[error("{0}")]
     Conflict(String),
     /// A required field is missing or malformed.

@@ -13,6 +13,7 @@
 
 mod admit;
 pub mod bulk;
+pub mod cancel;
 mod check;
 pub mod error;
 pub mod incident;

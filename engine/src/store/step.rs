@@ -273,3 +273,32 @@ pub async fn insert_replacement(
     .await?;
     Ok(id)
 }
+
+/// The oldest external step of `workflow` that is not final and not in `skip`, if any.
+pub async fn next_unsettled_external(
+    pool: &sqlx::PgPool,
+    workflow: Uuid,
+    skip: &[Uuid],
+) -> sqlx::Result<Option<Uuid>> {
+    sqlx::query_scalar!(
+        r#"select id from step
+           where workflow_id = $1 and kind <> 'pure' and id <> all($2)
+             and state not in ('succeeded', 'waived', 'rejected', 'cancelled')
+           order by created_at, id
+           limit 1"#,
+        workflow,
+        skip,
+    )
+    .fetch_optional(pool)
+    .await
+}
+
+/// Whether workflow `id` exists.
+pub async fn workflow_exists(pool: &sqlx::PgPool, id: Uuid) -> sqlx::Result<bool> {
+    sqlx::query_scalar!(
+        r#"select exists (select 1 from workflow where id = $1) as "exists!""#,
+        id
+    )
+    .fetch_one(pool)
+    .await
+}

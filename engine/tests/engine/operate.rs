@@ -220,7 +220,7 @@ async fn two_operators_retrying_at_once_make_one_attempt(pool: PgPool) {
     );
     let refused = if a.is_ok() { b } else { a };
     assert!(
-        matches!(&refused, Err(ActionError::Conflict(why)) if why.contains("changed since")),
+        matches!(&refused, Err(ActionError::Stale(why)) if why.contains("changed since")),
         "{refused:?}"
     );
     h.drive_until(w, "deliver", "succeeded").await;
@@ -247,10 +247,7 @@ async fn a_stale_page_changes_nothing(pool: PgPool) {
     )
     .await;
 
-    assert!(
-        matches!(result, Err(ActionError::Conflict(_))),
-        "{result:?}"
-    );
+    assert!(matches!(result, Err(ActionError::Stale(_))), "{result:?}");
     assert_eq!(version(&h, step).await, before);
     assert_eq!(h.step(w, "deliver").await.0, "review_required");
     assert!(audit_actions(&h, step).await.is_empty());

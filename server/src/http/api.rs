@@ -1,4 +1,5 @@
-//! The HTTP API under `/api/v1`: start workflows, read their status, apply definitions. Clients authenticate
+//! The HTTP API under `/api/v1`: start workflows, read their status, apply definitions, and
+//! (in `ops`) everything the console does. Clients authenticate
 //! with a bearer token (`z29c token create NAME [--role R] [--creation-key-prefix P]`): a viewer
 //! token only reads, and a prefixed token starts and sees only the workflows whose creation key
 //! begins with its prefix. Every refusal is JSON `{"error": "…"}`.
@@ -7,7 +8,7 @@ use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get, post};
+use axum::routing::{any, get};
 use axum::{Json, Router};
 use engine::domain::Role;
 use engine::intake::{self, NewWorkflow, StartError, Started};
@@ -15,6 +16,8 @@ use engine::store::journal::Actor;
 use serde::Deserialize;
 use serde_json::Value;
 use sqlx::PgPool;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::client::{ApiClient, ApiError, ErrorBody};
@@ -23,46 +26,76 @@ use crate::state::AppState;
 /// Request bodies larger than this are refused with 413.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
 
-/// The `/api/v1` routes.
+/// The `/api/v1` routes. Every documented handler is routed through [`documented`], so the
+/// router and the OpenAPI document cannot disagree.
 pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/v1/workflows", post(start))
-        .route("/api/v1/workflows/{id}", get(status))
-        .route("/api/v1/definitions", get(super::files_api::list))
-        .route(
-            "/api/v1/definitions/{name}/{version}",
-            axum::routing::put(super::files_api::put),
-        )
-        .route("/api/v1/adapters", get(super::files_api::list_adapters))
-        .route(
-            "/api/v1/adapters/{name}",
-            axum::routing::put(super::files_api::put_adapter),
-        )
+    let (router, _) = documented().split_for_parts();
+    router
         .route("/api/v1/openapi.json", get(openapi))
         // Under /api, an unknown path answers JSON too, not the console's page.
         .route("/api/{*rest}", any(no_such_route))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
 }
 
-/// The OpenAPI description of `/api/v1`, generated from the handlers below.
+/// The API's handlers, each with its OpenAPI operation.
+fn documented() -> OpenApiRouter<AppState> {
+    use super::files_api as files;
+    use super::ops::{audit, bulk, incidents, queue, steps, workflows};
+    OpenApiRouter::with_openapi(<ApiDoc as utoipa::OpenApi>::openapi())
+        .routes(routes!(start, workflows::list))
+        .routes(routes!(status))
+        .routes(routes!(workflows::cancel))
+        .routes(routes!(files::list))
+        .routes(routes!(files::put))
+        .routes(routes!(files::list_adapters))
+        .routes(routes!(files::put_adapter))
+        .routes(routes!(queue::queue))
+        .routes(routes!(steps::show))
+        .routes(routes!(steps::act))
+        .routes(routes!(incidents::list))
+        .routes(routes!(incidents::show))
+        .routes(routes!(incidents::resolve))
+        .routes(routes!(bulk::preview))
+        .routes(routes!(bulk::start))
+        .routes(routes!(bulk::progress))
+        .routes(routes!(audit::page))
+}
+
+/// The OpenAPI document `GET /api/v1/openapi.json` serves: every route of [`routes`].
+pub fn openapi_document() -> utoipa::openapi::OpenApi {
+    static DOCUMENT: std::sync::LazyLock<utoipa::openapi::OpenApi> =
+        std::sync::LazyLock::new(|| documented().into_openapi());
+    DOCUMENT.clone()
+}
+
+/// The OpenAPI description of `/api/v1` beyond its operations (which [`documented`] adds): the
+/// title, the shared schemas and the bearer scheme.
 #[derive(utoipa::OpenApi)]
 #[openapi(
-    info(title = "Z29C API", description = "Start workflows, read their status, and apply the definitions and adapters they run."),
-    paths(
-        start,
-        status,
-        super::files_api::list,
-        super::files_api::put,
-        super::files_api::list_adapters,
-        super::files_api::put_adapter
-    ),
+    info(title = "Z29C API", description = "Start workflows and read their status; apply the definitions and adapters they run; and everything the recovery console does: the review queue, a step's evidence, every recovery action, incidents, bulk runs and the audit log."),
     components(schemas(
         StartBody,
         ErrorBody,
         engine::read::status::WorkflowStatus,
         super::files_api::DefinitionBody,
         super::files_api::AppliedBody,
-        super::files_api::AdapterBody
+        super::files_api::AdapterBody,
+        engine::read::workflows::WorkflowPage,
+        engine::read::workflows::WorkflowRow,
+        super::ops::workflows::ReasonBody,
+        super::ops::workflows::CancelledBody,
+        super::ops::queue::QueueBody,
+        super::ops::steps::StepBody,
+        super::ops::steps::ActionBody,
+        super::ops::steps::DoneBody,
+        super::ops::incidents::IncidentsBody,
+        super::ops::incidents::ResolveBody,
+        super::ops::bulk::PreviewBody,
+        super::ops::bulk::PreviewAnswer,
+        super::ops::bulk::RowRef,
+        super::ops::bulk::StartBody,
+        super::ops::bulk::StartedRun,
+        super::ops::audit::AuditBody
     )),
     modifiers(&BearerAuth)
 )]
@@ -89,7 +122,7 @@ async fn no_such_route() -> ApiError {
 }
 
 async fn openapi() -> Json<utoipa::openapi::OpenApi> {
-    Json(<ApiDoc as utoipa::OpenApi>::openapi())
+    Json(openapi_document())
 }
 
 /// `POST /api/v1/workflows`.

@@ -1,5 +1,5 @@
 //! Who is calling the API (a bearer token) and how it is told no: every refusal is JSON
-//! `{"error": "…"}` with a sentence.
+//! `{"error": "…", "code": "…"}`, a sentence and a stable code a program can branch on.
 
 use axum::Json;
 use axum::extract::FromRequestParts;
@@ -17,27 +17,64 @@ use crate::state::AppState;
 pub(super) struct ErrorBody {
     /// What is wrong, in a sentence.
     error: String,
+    /// What kind of refusal it is, stable across versions: `malformed`, `unauthenticated`,
+    /// `forbidden`, `not_found`, `conflict`, `not_permitted`, `busy`, `stale`, `too_large`,
+    /// `not_json`, `invalid`, `unavailable` or `internal`.
+    code: String,
 }
 
-/// A refusal, always with a sentence that says what is wrong.
+/// A refusal, always with a sentence that says what is wrong and a stable code.
 #[derive(Debug)]
 pub struct ApiError {
     status: StatusCode,
+    code: &'static str,
     message: String,
 }
 
 impl ApiError {
+    /// A refusal whose code follows from its status.
     pub(super) fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self::coded(status, code_of(status), message)
+    }
+
+    /// A refusal with a code more precise than its status says.
+    pub(super) fn coded(
+        status: StatusCode,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
         Self {
             status,
+            code,
             message: message.into(),
         }
     }
 }
 
+/// The code a status answers with unless a refusal names a more precise one.
+fn code_of(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 => "malformed",
+        401 => "unauthenticated",
+        403 => "forbidden",
+        404 => "not_found",
+        409 => "conflict",
+        412 => "stale",
+        413 => "too_large",
+        415 => "not_json",
+        422 => "invalid",
+        503 => "unavailable",
+        _ => "internal",
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(json!({ "error": self.message }))).into_response()
+        (
+            self.status,
+            Json(json!({ "error": self.message, "code": self.code })),
+        )
+            .into_response()
     }
 }
 

@@ -5,6 +5,7 @@ pub mod api;
 mod client;
 mod files_api;
 mod headers;
+mod ops;
 mod probes;
 pub mod proxy;
 

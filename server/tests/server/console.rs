@@ -123,19 +123,29 @@ pub(crate) async fn signed_in(pool: &PgPool, role: engine::domain::Role) -> Brow
 
 /// An opaque adapter, and one workflow whose delivery step waits for review.
 pub(crate) async fn step_under_review(pool: &PgPool) -> Uuid {
+    fixture_review_step(pool, engine::domain::ContractKind::Opaque, "console-test").await
+}
+
+/// An adapter of contract `kind` at an address where nothing listens, and one workflow
+/// (created under `creation_key`) whose delivery step waits for review, never sent.
+pub(crate) async fn fixture_review_step(
+    pool: &PgPool,
+    kind: engine::domain::ContractKind,
+    creation_key: &str,
+) -> Uuid {
     crate::support::shipped(pool).await;
-    let contract =
-        engine::adapter::contracts::declared(engine::domain::ContractKind::Opaque, 1_000, 0, false);
-    engine::store::adapter::upsert(pool, "letters", "http://127.0.0.1:9", &contract)
+    let adapter = format!("letters-{}", kind.as_str());
+    let contract = engine::adapter::contracts::declared(kind, 1_000, 0, false);
+    engine::store::adapter::upsert(pool, &adapter, "http://127.0.0.1:9", &contract)
         .await
         .unwrap();
     let started = engine::intake::start_workflow(
         pool,
         engine::intake::NewWorkflow {
-            creation_key: "console-test".into(),
+            creation_key: creation_key.into(),
             definition: "document_delivery".into(),
             version: None,
-            input: serde_json::json!({"adapter": "letters", "recipient": "r-1", "document": {"title": "t", "body": "b"}}),
+            input: serde_json::json!({"adapter": adapter, "recipient": "r-1", "document": {"title": "t", "body": "b"}}),
         },
         engine::store::journal::Actor::Api("test"),
     )

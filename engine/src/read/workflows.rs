@@ -1,0 +1,101 @@
+//! Workflows listed and searched for the API and the CLI: newest first, filtered by state,
+//! definition, adapter, age and the keys a team searches by, a page at a time. Workflow ids are
+//! UUIDv7, so the primary key orders them by creation and a page continues after the last id
+//! of the one before (keyset pagination: no offset, the same cost on page 1 and page 10,000).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::domain::WorkflowState;
+
+/// Which workflows to list; every filter given must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkflowQuery {
+    pub state: Option<WorkflowState>,
+    /// A definition's name (every version).
+    pub definition: Option<String>,
+    /// Workflows with a step that calls this adapter.
+    pub adapter: Option<String>,
+    /// Workflows created before this moment (how an age filter arrives).
+    pub created_before: Option<DateTime<Utc>>,
+    /// The client's creation key, exactly.
+    pub creation_key: Option<String>,
+    /// A step's request key, exactly.
+    pub request_key: Option<String>,
+    /// An external reference on one of the workflow's receipts, exactly.
+    pub external_reference: Option<String>,
+    /// Only creation keys that start with this (a prefixed token's scope).
+    pub creation_key_prefix: Option<String>,
+    /// The last id of the previous page.
+    pub after: Option<Uuid>,
+    /// At most this many rows (1 to [`MAX_PAGE`]).
+    pub limit: i64,
+}
+
+/// The most rows one page holds.
+pub const MAX_PAGE: i64 = 500;
+
+/// One workflow in a list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct WorkflowRow {
+    pub id: Uuid,
+    pub creation_key: String,
+    pub definition: String,
+    pub definition_version: i32,
+    pub state: WorkflowState,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One page of workflows and where the next begins (`None` on the last page).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct WorkflowPage {
+    pub workflows: Vec<WorkflowRow>,
+    /// Pass as `after` for the next page.
+    pub next: Option<Uuid>,
+}
+
+/// The page of workflows `query` selects, newest first.
+pub async fn list(pool: &PgPool, query: &WorkflowQuery) -> sqlx::Result<WorkflowPage> {
+    let limit = query.limit.clamp(1, MAX_PAGE);
+    let mut workflows = sqlx::query_as!(
+        WorkflowRow,
+        r#"select w.id, w.creation_key, w.definition_name as definition, w.definition_version,
+                  w.state as "state: WorkflowState", w.created_at as "created_at: DateTime<Utc>",
+                  w.updated_at as "updated_at: DateTime<Utc>"
+           from workflow w
+           where ($1::uuid is null or w.id < $1)
+             and ($2::workflow_state is null or w.state = $2)
+             and ($3::text is null or w.definition_name = $3)
+             and ($4::text is null
+                  or exists (select 1 from step s where s.workflow_id = w.id and s.adapter = $4))
+             and ($5::timestamptz is null or w.created_at < $5)
+             and ($6::text is null or w.creation_key = $6)
+             and ($7::text is null
+                  or exists (select 1 from step s where s.workflow_id = w.id and s.request_key = $7))
+             and ($8::text is null
+                  or exists (select 1 from receipt r
+                             where r.workflow_id = w.id and r.external_reference = $8))
+             and ($9::text is null or starts_with(w.creation_key, $9))
+           order by w.id desc
+           limit $10"#,
+        query.after,
+        query.state as Option<WorkflowState>,
+        query.definition,
+        query.adapter,
+        query.created_before as _,
+        query.creation_key,
+        query.request_key,
+        query.external_reference,
+        query.creation_key_prefix,
+        limit + 1,
+    )
+    .fetch_all(pool)
+    .await?;
+    let more = workflows.len() as i64 > limit;
+    workflows.truncate(limit as usize);
+    let next = more.then(|| workflows.last().map(|w| w.id)).flatten();
+    Ok(WorkflowPage { workflows, next })
+}

@@ -1,0 +1,139 @@
+//! `GET /api/v1/incidents`, `GET /api/v1/incidents/{id}` and
+//! `POST /api/v1/incidents/{id}/resolve`: duplicate-effect incidents and their resolution.
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, PathRejection};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use engine::domain::{Disposition, Role};
+use engine::operators::Operator;
+use engine::read::incident::IncidentDetail;
+use engine::read::queue::IncidentRow;
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::{at_least, id_in, refusal};
+use crate::http::client::{ApiClient, ApiError, ErrorBody};
+
+/// The most open incidents one answer lists.
+const OPEN_LIMIT: i64 = 500;
+
+/// Open incidents.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct IncidentsBody {
+    /// Oldest first, at most 500.
+    #[schema(value_type = Vec<Object>)]
+    incidents: Vec<IncidentRow>,
+}
+
+/// Every open integrity incident, oldest first, with the references it concerns.
+#[utoipa::path(
+    get,
+    path = "/api/v1/incidents",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Open incidents", body = IncidentsBody),
+        (status = 401, description = "No or bad bearer token", body = ErrorBody),
+    )
+)]
+pub(crate) async fn list(
+    client: ApiClient,
+    State(pool): State<PgPool>,
+) -> Result<Json<IncidentsBody>, ApiError> {
+    let mut incidents = engine::read::queue::open_incidents(&pool, OPEN_LIMIT).await?;
+    incidents.retain(|i| client.0.covers(&i.creation_key));
+    Ok(Json(IncidentsBody { incidents }))
+}
+
+/// One incident: each reference with its evidence, the resolution if any, and withdrawals.
+#[utoipa::path(
+    get,
+    path = "/api/v1/incidents/{id}",
+    params(("id" = String, Path, description = "Incident id (a UUID)")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The incident", body = Object),
+        (status = 400, description = "Not a UUID", body = ErrorBody),
+        (status = 401, description = "No or bad bearer token", body = ErrorBody),
+        (status = 404, description = "No such incident (or one outside the token's prefix)", body = ErrorBody),
+    )
+)]
+pub(crate) async fn show(
+    client: ApiClient,
+    State(pool): State<PgPool>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<IncidentDetail>, ApiError> {
+    let id = id_in(id, "incident")?;
+    visible(&client, &pool, id).await.map(Json)
+}
+
+async fn visible(client: &ApiClient, pool: &PgPool, id: Uuid) -> Result<IncidentDetail, ApiError> {
+    match engine::read::incident::incident(pool, id).await? {
+        Some(i) if client.0.covers(&i.creation_key) => Ok(i),
+        Some(_) | None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no incident {id}"),
+        )),
+    }
+}
+
+/// How to resolve an incident.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ResolveBody {
+    /// The external reference that stands (one of the incident's).
+    canonical: String,
+    /// `withdraw` the others (when the adapter can), or `accept_unresolved`.
+    disposition: String,
+    /// Why, for the audit log (required).
+    reason: String,
+}
+
+/// Resolves an open duplicate-effect incident, as the console's incident page does.
+#[utoipa::path(
+    post,
+    path = "/api/v1/incidents/{id}/resolve",
+    params(("id" = String, Path, description = "Incident id (a UUID)")),
+    request_body = ResolveBody,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Resolved", body = super::steps::DoneBody),
+        (status = 403, description = "The token's role may not resolve incidents", body = ErrorBody),
+        (status = 404, description = "No such incident", body = ErrorBody),
+        (status = 409, description = "Resolved already, or the disposition is not possible", body = ErrorBody),
+        (status = 422, description = "No reason, an unknown disposition or a canonical reference not in the incident", body = ErrorBody),
+    )
+)]
+pub(crate) async fn resolve(
+    client: ApiClient,
+    State(pool): State<PgPool>,
+    id: Result<Path<String>, PathRejection>,
+    body: Result<Json<ResolveBody>, JsonRejection>,
+) -> Result<Json<super::steps::DoneBody>, ApiError> {
+    let id = id_in(id, "incident")?;
+    at_least(&client, Role::Approver, "resolve an incident")?;
+    let Json(body) = body?;
+    let disposition = match body.disposition.as_str() {
+        "withdraw" => Disposition::Withdraw,
+        "accept_unresolved" => Disposition::AcceptUnresolved,
+        other => {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("`{other}` is not a disposition: use withdraw or accept_unresolved"),
+            ));
+        }
+    };
+    visible(&client, &pool, id).await?;
+    let done = engine::recovery::incident::resolve_incident(
+        &pool,
+        &Operator::token(&client.0),
+        id,
+        &body.canonical,
+        disposition,
+        &body.reason,
+    )
+    .await
+    .map_err(refusal)?;
+    Ok(Json(super::steps::DoneBody::from(done)))
+}

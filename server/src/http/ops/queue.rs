@@ -1,0 +1,104 @@
+//! `GET /api/v1/queue`: the review queue with the console's filters and counts.
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use engine::domain::StepState;
+use engine::read::queue::{self, QueueCounts, QueueFilter, QueueRow};
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+
+use super::{page_size, query_of};
+use crate::http::client::{ApiClient, ApiError, ErrorBody};
+
+/// The review queue's filters, as the console's.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct QueueParams {
+    /// outcome_unknown, review_required or rejected.
+    #[param(value_type = Option<String>)]
+    state: Option<StepState>,
+    adapter: Option<String>,
+    definition: Option<String>,
+    /// Only steps uncertain for longer than this many seconds.
+    older_than_secs: Option<i64>,
+    /// The `next` of the previous page.
+    after: Option<String>,
+    /// Rows per page, 1 to 500 (default 50).
+    limit: Option<i64>,
+}
+
+/// One page of the queue, and the counts the console's header shows.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct QueueBody {
+    /// Oldest uncertainty first.
+    #[schema(value_type = Vec<Object>)]
+    rows: Vec<QueueRow>,
+    /// Pass as `after` for the next page; absent on the last.
+    next: Option<String>,
+    /// Waiting steps by state and by adapter (over the whole queue, not the filter).
+    #[schema(value_type = Object)]
+    counts: QueueCounts,
+}
+
+/// The steps waiting for a person, oldest uncertainty first. A prefixed token sees only its
+/// own workflows' steps (a page may then hold fewer rows than `limit`).
+#[utoipa::path(
+    get,
+    path = "/api/v1/queue",
+    params(QueueParams),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "One page of the queue", body = QueueBody),
+        (status = 400, description = "An unknown parameter, a wrong type or a bad cursor", body = ErrorBody),
+        (status = 401, description = "No or bad bearer token", body = ErrorBody),
+        (status = 422, description = "A limit out of range", body = ErrorBody),
+    )
+)]
+pub(crate) async fn queue(
+    client: ApiClient,
+    State(pool): State<PgPool>,
+    params: Result<Query<QueueParams>, QueryRejection>,
+) -> Result<Json<QueueBody>, ApiError> {
+    let p = query_of(params)?;
+    let limit = page_size(p.limit, 50, 500)?;
+    let filter = QueueFilter {
+        state: p.state,
+        adapter: p.adapter,
+        definition: p.definition,
+        older_than_secs: p.older_than_secs,
+    };
+    let after = p.after.as_deref().map(cursor).transpose()?;
+    let mut rows = queue::queue(&pool, &filter, after, limit + 1).await?;
+    let next = (rows.len() as i64 > limit).then(|| {
+        rows.truncate(limit as usize);
+        rows.last()
+            .map(|r| format!("{}|{}", r.unknown_since.to_rfc3339(), r.step_id))
+    });
+    rows.retain(|r| client.0.covers(&r.creation_key));
+    Ok(Json(QueueBody {
+        rows,
+        next: next.flatten(),
+        counts: queue::queue_counts(&pool).await?,
+    }))
+}
+
+/// The keyset position a `next` names.
+fn cursor(text: &str) -> Result<(DateTime<Utc>, uuid::Uuid), ApiError> {
+    text.split_once('|')
+        .and_then(|(at, id)| {
+            Some((
+                DateTime::parse_from_rfc3339(at).ok()?.with_timezone(&Utc),
+                uuid::Uuid::parse_str(id).ok()?,
+            ))
+        })
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("`{text}` is not a queue cursor: pass the `next` of a previous page"),
+            )
+        })
+}
