@@ -2,7 +2,7 @@
 //! actions, incidents and workflows, as the console offers them. What they do is in `crate::ops`.
 
 use clap::Subcommand;
-use engine::domain::{Disposition, StepState};
+use engine::domain::{Disposition, StepState, WorkflowState};
 use uuid::Uuid;
 
 use crate::database::DatabaseArgs;
@@ -19,6 +19,9 @@ pub enum OpsCommand {
     /// Duplicate-effect incidents.
     #[command(subcommand)]
     Incident(IncidentCommand),
+    /// Workflows: listed and searched, one shown, one cancelled.
+    #[command(subcommand)]
+    Workflow(WorkflowCommand),
 }
 
 impl OpsCommand {
@@ -29,6 +32,9 @@ impl OpsCommand {
             OpsCommand::Step(command) => command.database(),
             OpsCommand::Incident(IncidentCommand::Show { database, .. }) => database,
             OpsCommand::Incident(IncidentCommand::Resolve { acting, .. }) => &acting.database,
+            OpsCommand::Workflow(WorkflowCommand::List(args)) => &args.database,
+            OpsCommand::Workflow(WorkflowCommand::Show { database, .. }) => database,
+            OpsCommand::Workflow(WorkflowCommand::Cancel { acting, .. }) => &acting.database,
         }
     }
 }
@@ -202,6 +208,73 @@ pub enum IncidentCommand {
         #[command(flatten)]
         acting: Acting,
     },
+}
+
+/// `z29c workflow …`.
+#[derive(Debug, Subcommand)]
+pub enum WorkflowCommand {
+    /// Workflows, newest first, a page at a time; every filter given must hold.
+    List(WorkflowListArgs),
+    /// One workflow's status: its sentence and every step.
+    Show {
+        id: Uuid,
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Cancel every unsettled step, each as `step cancel` would (approver); refused, changing
+    /// nothing more, at the first step its contract does not let you cancel.
+    Cancel {
+        id: Uuid,
+        #[command(flatten)]
+        acting: Acting,
+    },
+}
+
+/// `z29c workflow list`: the API's workflow search.
+#[derive(Debug, clap::Args)]
+pub struct WorkflowListArgs {
+    /// pending, running, needs_review, completed or cancelled.
+    #[arg(long, value_parser = workflow_state)]
+    pub state: Option<WorkflowState>,
+    /// A definition's name (every version).
+    #[arg(long)]
+    pub definition: Option<String>,
+    /// Workflows with a step that calls this adapter.
+    #[arg(long)]
+    pub adapter: Option<String>,
+    /// Workflows created more than this many minutes ago.
+    #[arg(long, value_name = "MINUTES", value_parser = clap::value_parser!(u32))]
+    pub older_than: Option<u32>,
+    /// The client's creation key, exactly.
+    #[arg(long)]
+    pub creation_key: Option<String>,
+    /// A step's request key, exactly.
+    #[arg(long)]
+    pub request_key: Option<String>,
+    /// An external reference on one of the workflow's receipts, exactly.
+    #[arg(long)]
+    pub external_reference: Option<String>,
+    /// The most rows to print.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=500))]
+    pub limit: i64,
+    /// Continue after this workflow id (printed as `next` by the previous page).
+    #[arg(long, value_name = "CURSOR")]
+    pub after: Option<Uuid>,
+    #[command(flatten)]
+    pub output: Output,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+}
+
+/// A workflow state by its snake_case name.
+fn workflow_state(name: &str) -> Result<WorkflowState, String> {
+    serde_json::from_value(serde_json::Value::String(name.replace('-', "_"))).map_err(|_| {
+        format!(
+            "`{name}` is not a workflow state: use pending, running, needs_review, completed or cancelled"
+        )
+    })
 }
 
 /// A step state by its snake_case name.

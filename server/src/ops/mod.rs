@@ -1,4 +1,4 @@
-//! The operator commands (`z29c queue`, `step`, `incident`): thin clients of the engine
+//! The operator commands (`z29c queue`, `step`, `incident`, `workflow`): thin clients of the engine
 //! functions the console calls, so a refusal at the command line is the console's refusal, in
 //! its words. An acting command names its operator with `--as` (or `Z29C_OPERATOR`): whoever
 //! can reach the database may act as any enabled operator, and the audit log names that one.
@@ -11,6 +11,7 @@ pub mod listing;
 pub mod print;
 mod queue;
 mod step;
+mod workflow;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -80,6 +81,7 @@ pub(crate) fn refusal(error: ActionError, missing: &str) -> Stop {
         ActionError::Invalid(sentence) => Stop::Usage(sentence),
         ActionError::Forbidden(sentence)
         | ActionError::NotPermitted(sentence)
+        | ActionError::Stale(sentence)
         | ActionError::Conflict(sentence) => Stop::Refused(sentence),
         ActionError::Destination => Stop::Refused(ActionError::Destination.to_string()),
         ActionError::Sqlx(error) => error.into(),
@@ -115,6 +117,7 @@ pub async fn execute(pool: &PgPool, command: OpsCommand, io: &mut Io<'_>) -> any
         OpsCommand::Queue(args) => queue::show(pool, &args, io).await,
         OpsCommand::Step(command) => step::run(pool, command, io).await,
         OpsCommand::Incident(command) => incident::run(pool, command, io).await,
+        OpsCommand::Workflow(command) => workflow::run(pool, command, io).await,
     };
     match ran {
         Ok(()) => Ok(Exit::Done),

@@ -1,7 +1,7 @@
 //! `z29c step show|check|retry|evidence|waive|authorize|cancel|replace`: a step's evidence and
 //! the recovery actions, through `engine::recovery::perform` as the console takes them.
 
-use engine::domain::{OperatorAction, StepFacts, permitted_actions};
+use engine::domain::OperatorAction;
 use engine::read::evidence::Evidence;
 use engine::recovery::{self, Action, Request};
 use serde_json::{Value, json};
@@ -125,24 +125,6 @@ async fn act(
     Ok(())
 }
 
-/// What the step's contract and state permit now, whatever the role (nothing for a pure
-/// step): the decision the console's step page draws its buttons from.
-fn permitted_actions_of(e: &Evidence) -> Vec<OperatorAction> {
-    e.contract
-        .as_ref()
-        .map(|contract| {
-            permitted_actions(&StepFacts {
-                state: e.state,
-                contract,
-                last_lookup: e.last_lookup.as_ref(),
-                request_prepared: e.request_prepared,
-                open_incident: e.open_incident,
-                key_first_sent_ms_ago: e.key_first_sent_ms_ago,
-            })
-        })
-        .unwrap_or_default()
-}
-
 fn action_json(action: OperatorAction) -> Value {
     json!({
         "action": action.name(), "label": action.label(),
@@ -167,7 +149,8 @@ async fn show(
     let e = engine::read::evidence::evidence(pool, id)
         .await?
         .ok_or_else(|| Stop::Refused(no_step(id)))?;
-    let (permitted, beyond_role): (Vec<_>, Vec<_>) = permitted_actions_of(&e)
+    let (permitted, beyond_role): (Vec<_>, Vec<_>) = e
+        .permitted_actions()
         .into_iter()
         .partition(|a| role.is_none_or(|role| role.may(*a)));
     if json {

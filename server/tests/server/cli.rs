@@ -371,3 +371,58 @@ fn completions_print_a_script_for_each_shell_that_completes_z29c() {
         );
     }
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn workflows_are_listed_by_creation_key_shown_and_cancelled_as_the_operator(pool: PgPool) {
+    let step = step_under_review(&pool, ContractKind::Opaque).await;
+    fixture::workflow(&pool, "someone-else").insert().await;
+    engine::operators::add(&pool, "ana", Role::Approver)
+        .await
+        .unwrap();
+
+    let listed = z29c(
+        &pool,
+        &["workflow", "list", "--creation-key", "cli-test", "--json"],
+    )
+    .await;
+    assert_eq!(listed.exit, Exit::Done, "{}", listed.err);
+    let rows: Vec<serde_json::Value> = listed
+        .out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1, "{}", listed.out);
+    assert_eq!(rows[0]["creation_key"], "cli-test");
+    let workflow = rows[0]["id"].as_str().unwrap().to_owned();
+
+    let shown = z29c(&pool, &["workflow", "show", &workflow, "--json"]).await;
+    let status: serde_json::Value = serde_json::from_str(&shown.out).unwrap();
+    assert_eq!(status["state"], "needs_review");
+    assert!(
+        status["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["id"] == step.to_string().as_str() && s["state"] == "review_required")
+    );
+
+    let ran = z29c(
+        &pool,
+        &[
+            "workflow",
+            "cancel",
+            &workflow,
+            "--as",
+            "ana",
+            "--reason",
+            "customer withdrew",
+        ],
+    )
+    .await;
+    assert_eq!(ran.exit, Exit::Done, "{}", ran.err);
+    assert_eq!(state_of(&pool, step).await, "cancelled");
+    assert_eq!(
+        audit_of(&pool, step).await,
+        vec![("ana".into(), "operator".into(), "cancel".into())]
+    );
+}
