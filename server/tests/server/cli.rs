@@ -397,7 +397,7 @@ async fn workflows_are_listed_by_creation_key_shown_and_cancelled_as_the_operato
 
     let shown = z29c(&pool, &["workflow", "show", &workflow, "--json"]).await;
     let status: serde_json::Value = serde_json::from_str(&shown.out).unwrap();
-    assert_eq!(status["state"], "needs_review");
+    assert_eq!(status["creation_key"], "cli-test");
     assert!(
         status["steps"]
             .as_array()
