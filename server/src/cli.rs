@@ -8,6 +8,8 @@ use clap::{Parser, Subcommand};
 
 use crate::database::DatabaseArgs;
 
+pub mod ops;
+
 /// Z29C: durable workflows whose side effects cross a boundary no transaction covers.
 #[derive(Debug, Parser)]
 #[command(name = "z29c", version)]
@@ -62,6 +64,13 @@ pub(crate) enum Command {
     /// (needs a build with `--features failpoints`).
     #[command(subcommand)]
     Scenario(ScenarioCommand),
+    #[command(flatten)]
+    Ops(ops::OpsCommand),
+    /// Print a completion script for a shell, e.g. `z29c completions bash > ~/.local/share/bash-completion/completions/z29c`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -191,7 +200,12 @@ pub(crate) enum UserCommand {
         database: DatabaseArgs,
     },
     /// List operators: name, role, created, disabled.
-    List(DatabaseArgs),
+    List {
+        #[command(flatten)]
+        output: ops::Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
     /// Disable an operator: nothing is deleted, and their open sessions end on the next request.
     Disable {
         name: String,
@@ -237,7 +251,12 @@ pub(crate) enum TokenCommand {
         database: DatabaseArgs,
     },
     /// List every token: name, role, creation-key prefix, created, revoked.
-    List(DatabaseArgs),
+    List {
+        #[command(flatten)]
+        output: ops::Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
     /// Revoke the live token NAME: its next request is refused.
     Revoke {
         /// The token's name, as `z29c token list` shows it.

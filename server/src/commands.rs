@@ -62,6 +62,11 @@ impl Cli {
                     bench::console(args).await?;
                     Ok(ExitCode::SUCCESS)
                 }
+                Command::Ops(command) => crate::ops::run(command).await,
+                Command::Completions { shell } => {
+                    crate::ops::completions(shell, &mut std::io::stdout());
+                    Ok(ExitCode::SUCCESS)
+                }
                 Command::RebuildProjections(args) => {
                     let db = Database::open(&args).await?;
                     let rebuilt = engine::outbox::projections::rebuild(&db.pool).await;
@@ -140,19 +145,11 @@ async fn user(command: UserCommand) -> anyhow::Result<()> {
                 role.as_str()
             );
         }
-        UserCommand::List(database) => {
+        UserCommand::List { output, database } => {
             let db = Database::open(&database).await?;
             let listed = operators::list(&db.pool, CLI).await;
             db.close().await?;
-            for a in listed? {
-                let disabled = a.disabled_at.map_or_else(
-                    || "enabled".to_owned(),
-                    |at| format!("disabled {}", at.format("%Y-%m-%d %H:%M UTC")),
-                );
-                let role = a.role.as_str();
-                let created = a.created_at.format("%Y-%m-%d %H:%M UTC");
-                println!("{}\t{role}\tcreated {created}\t{disabled}", a.username);
-            }
+            crate::ops::listing::users(&listed?, output.json, &mut std::io::stdout())?;
         }
         UserCommand::Disable { name, database } => {
             let db = Database::open(&database).await?;
@@ -225,23 +222,11 @@ async fn token(command: TokenCommand) -> anyhow::Result<()> {
                 role.as_str()
             );
         }
-        TokenCommand::List(database) => {
+        TokenCommand::List { output, database } => {
             let db = Database::open(&database).await?;
             let tokens = token::list(&db.pool).await;
             db.close().await?;
-            println!("name\trole\tcreation key prefix\tcreated\trevoked");
-            for t in tokens? {
-                println!(
-                    "{}\t{}\t{}\t{}\t{}",
-                    t.name,
-                    t.role.as_str(),
-                    t.creation_key_prefix.as_deref().unwrap_or("-"),
-                    t.created_at.format("%Y-%m-%d %H:%M:%S UTC"),
-                    t.revoked_at.map_or("-".to_owned(), |at| at
-                        .format("%Y-%m-%d %H:%M:%S UTC")
-                        .to_string()),
-                );
-            }
+            crate::ops::listing::tokens(&tokens?, output.json, &mut std::io::stdout())?;
         }
         TokenCommand::Revoke { name, database } => {
             let db = Database::open(&database).await?;

@@ -7,6 +7,7 @@ mod files;
 pub mod harness;
 pub mod http;
 pub mod metrics;
+pub mod ops;
 pub mod shutdown;
 pub mod startup;
 pub mod state;

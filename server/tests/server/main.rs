@@ -3,6 +3,7 @@
 
 mod api;
 mod auth;
+mod cli;
 mod console;
 mod decisions;
 mod demo;

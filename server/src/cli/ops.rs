@@ -1,0 +1,304 @@
+//! Arguments of the operator commands: the review queue, a step's evidence and the recovery
+//! actions, incidents and workflows, as the console offers them. What they do is in `crate::ops`.
+
+use clap::Subcommand;
+use engine::domain::{Disposition, StepState, WorkflowState};
+use uuid::Uuid;
+
+use crate::database::DatabaseArgs;
+
+/// The commands that read or act on workflows, steps and incidents.
+#[derive(Debug, Subcommand)]
+pub enum OpsCommand {
+    /// The review queue: steps whose outcome is unknown or that wait for a person, oldest
+    /// uncertainty first, with the counts by state and adapter and the open incidents.
+    Queue(QueueArgs),
+    /// One step: its evidence, and the recovery actions.
+    #[command(subcommand)]
+    Step(StepCommand),
+    /// Duplicate-effect incidents.
+    #[command(subcommand)]
+    Incident(IncidentCommand),
+    /// Workflows: listed and searched, one shown, one cancelled.
+    #[command(subcommand)]
+    Workflow(WorkflowCommand),
+}
+
+impl OpsCommand {
+    /// The database the command reads or acts on.
+    pub fn database(&self) -> &DatabaseArgs {
+        match self {
+            OpsCommand::Queue(args) => &args.database,
+            OpsCommand::Step(command) => command.database(),
+            OpsCommand::Incident(IncidentCommand::Show { database, .. }) => database,
+            OpsCommand::Incident(IncidentCommand::Resolve { acting, .. }) => &acting.database,
+            OpsCommand::Workflow(WorkflowCommand::List(args)) => &args.database,
+            OpsCommand::Workflow(WorkflowCommand::Show { database, .. }) => database,
+            OpsCommand::Workflow(WorkflowCommand::Cancel { acting, .. }) => &acting.database,
+        }
+    }
+}
+
+/// `--json`, on every command that prints data.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct Output {
+    /// Print JSON for programs instead of a table for people.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What every acting command takes: who acts, why, and against which version of the step.
+#[derive(Debug, clap::Args)]
+pub struct Acting {
+    /// The enabled operator the action is taken (and audited) as; their role decides what
+    /// is permitted.
+    #[arg(long = "as", env = "Z29C_OPERATOR", value_name = "NAME")]
+    pub operator: String,
+    /// Why, in a sentence (recorded in the audit log).
+    #[arg(long)]
+    pub reason: String,
+    /// Act only if the step's version is still N (as `step show` printed it); refused when
+    /// the step moved since.
+    #[arg(long, value_name = "N")]
+    pub if_version: Option<i64>,
+    #[command(flatten)]
+    pub output: Output,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+}
+
+/// `z29c queue`: the console's review queue filters.
+#[derive(Debug, clap::Args)]
+pub struct QueueArgs {
+    /// Only steps in this state (outcome_unknown, review_required or rejected).
+    #[arg(long, value_parser = step_state)]
+    pub state: Option<StepState>,
+    /// Only steps of this adapter.
+    #[arg(long)]
+    pub adapter: Option<String>,
+    /// Only steps of workflows of this definition.
+    #[arg(long)]
+    pub definition: Option<String>,
+    /// Only steps whose uncertainty is older than this many minutes.
+    #[arg(long, value_name = "MINUTES", value_parser = clap::value_parser!(u32))]
+    pub older_than: Option<u32>,
+    /// The most rows to print.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=500))]
+    pub limit: i64,
+    /// Continue after this cursor (printed as `next` by the previous page).
+    #[arg(long, value_name = "CURSOR")]
+    pub after: Option<String>,
+    #[command(flatten)]
+    pub output: Output,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+}
+
+/// `z29c step …`.
+#[derive(Debug, Subcommand)]
+pub enum StepCommand {
+    /// The step's evidence, and the actions its contract permits now (to the operator
+    /// named by `--as`, when given).
+    Show {
+        id: Uuid,
+        /// Whose role filters the permitted actions (without it: every permitted action,
+        /// with the role it needs).
+        #[arg(long = "as", env = "Z29C_OPERATOR", value_name = "NAME")]
+        operator: Option<String>,
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Ask the destination by client reference (operator).
+    Check {
+        id: Uuid,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// Send again under the same request key and digest (operator).
+    Retry {
+        id: Uuid,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// Record an external reference found by other means, with the evidence (operator).
+    Evidence {
+        id: Uuid,
+        /// The destination's reference for the effect.
+        #[arg(long)]
+        external_reference: String,
+        /// Where and how it was found.
+        #[arg(long)]
+        evidence: String,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// Accept the residual uncertainty, naming it (approver).
+    Waive {
+        id: Uuid,
+        /// What may still be wrong, in a sentence.
+        #[arg(long)]
+        residual_uncertainty: String,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// Allow one more attempt under an adapter that cannot prove the first one's outcome
+    /// (approver).
+    Authorize {
+        id: Uuid,
+        /// Acknowledge that the effect may happen twice.
+        #[arg(long)]
+        acknowledge_duplicate_risk: bool,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// Stop future work; after a receipt, request withdrawal (approver).
+    Cancel {
+        id: Uuid,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// Create a replacement step under a new request key (approver).
+    Replace {
+        id: Uuid,
+        /// The workflow input the replacement runs on, as JSON (default: the same input).
+        #[arg(long, value_name = "JSON")]
+        corrected_input: Option<String>,
+        #[command(flatten)]
+        acting: Acting,
+    },
+}
+
+impl StepCommand {
+    fn database(&self) -> &DatabaseArgs {
+        match self {
+            StepCommand::Show { database, .. } => database,
+            StepCommand::Check { acting, .. }
+            | StepCommand::Retry { acting, .. }
+            | StepCommand::Evidence { acting, .. }
+            | StepCommand::Waive { acting, .. }
+            | StepCommand::Authorize { acting, .. }
+            | StepCommand::Cancel { acting, .. }
+            | StepCommand::Replace { acting, .. } => &acting.database,
+        }
+    }
+}
+
+/// `z29c incident …`.
+#[derive(Debug, Subcommand)]
+pub enum IncidentCommand {
+    /// The incident: its step, every external reference seen, and its resolution.
+    Show {
+        id: Uuid,
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Name the result that stands, and what happens to the others (approver).
+    Resolve {
+        id: Uuid,
+        /// The external reference that stands (one of the incident's).
+        #[arg(long, value_name = "REFERENCE")]
+        canonical: String,
+        /// withdraw (ask the destination to withdraw the others) or accept-unresolved.
+        #[arg(long, value_parser = disposition)]
+        disposition: Disposition,
+        #[command(flatten)]
+        acting: Acting,
+    },
+}
+
+/// `z29c workflow …`.
+#[derive(Debug, Subcommand)]
+pub enum WorkflowCommand {
+    /// Workflows, newest first, a page at a time; every filter given must hold.
+    List(WorkflowListArgs),
+    /// One workflow's status: its sentence and every step.
+    Show {
+        id: Uuid,
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Cancel every unsettled step, each as `step cancel` would (approver); refused, changing
+    /// nothing more, at the first step its contract does not let you cancel.
+    Cancel {
+        id: Uuid,
+        #[command(flatten)]
+        acting: Acting,
+    },
+}
+
+/// `z29c workflow list`: the API's workflow search.
+#[derive(Debug, clap::Args)]
+pub struct WorkflowListArgs {
+    /// pending, running, needs_review, completed or cancelled.
+    #[arg(long, value_parser = workflow_state)]
+    pub state: Option<WorkflowState>,
+    /// A definition's name (every version).
+    #[arg(long)]
+    pub definition: Option<String>,
+    /// Workflows with a step that calls this adapter.
+    #[arg(long)]
+    pub adapter: Option<String>,
+    /// Workflows created more than this many minutes ago.
+    #[arg(long, value_name = "MINUTES", value_parser = clap::value_parser!(u32))]
+    pub older_than: Option<u32>,
+    /// The client's creation key, exactly.
+    #[arg(long)]
+    pub creation_key: Option<String>,
+    /// A step's request key, exactly.
+    #[arg(long)]
+    pub request_key: Option<String>,
+    /// An external reference on one of the workflow's receipts, exactly.
+    #[arg(long)]
+    pub external_reference: Option<String>,
+    /// The most rows to print.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=500))]
+    pub limit: i64,
+    /// Continue after this workflow id (printed as `next` by the previous page).
+    #[arg(long, value_name = "CURSOR")]
+    pub after: Option<Uuid>,
+    #[command(flatten)]
+    pub output: Output,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+}
+
+/// A workflow state by its snake_case name.
+fn workflow_state(name: &str) -> Result<WorkflowState, String> {
+    serde_json::from_value(serde_json::Value::String(name.replace('-', "_"))).map_err(|_| {
+        format!(
+            "`{name}` is not a workflow state: use pending, running, needs_review, completed or cancelled"
+        )
+    })
+}
+
+/// A step state by its snake_case name.
+fn step_state(name: &str) -> Result<StepState, String> {
+    serde_json::from_value(serde_json::Value::String(name.replace('-', "_"))).map_err(|_| {
+        let names: Vec<String> = StepState::ALL
+            .iter()
+            .filter_map(|s| serde_json::to_value(s).ok())
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect();
+        format!(
+            "`{name}` is not a step state: use one of {}",
+            names.join(", ")
+        )
+    })
+}
+
+/// A disposition by its name.
+fn disposition(name: &str) -> Result<Disposition, String> {
+    match name {
+        "withdraw" => Ok(Disposition::Withdraw),
+        "accept-unresolved" | "accept_unresolved" => Ok(Disposition::AcceptUnresolved),
+        other => Err(format!(
+            "`{other}` is not a disposition: use withdraw or accept-unresolved"
+        )),
+    }
+}

@@ -1,0 +1,155 @@
+//! `z29c queue`: the console's review queue, with its filters, counts and open incidents.
+
+use chrono::{DateTime, Utc};
+use engine::read::queue::{self, IncidentRow, QueueCounts, QueueFilter, QueueRow};
+use serde_json::{Map, Value, json};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::print::{self, Table};
+use super::{Io, Stop};
+use crate::cli::ops::QueueArgs;
+
+/// The most open incidents listed with the first page.
+const INCIDENTS_SHOWN: i64 = 50;
+
+/// Prints one page of the queue: as a table, or as one JSON document with `rows`, `next` (the
+/// cursor of the next page, or null), `counts` and `incidents`.
+pub(super) async fn show(pool: &PgPool, args: &QueueArgs, io: &mut Io<'_>) -> Result<(), Stop> {
+    let filter = QueueFilter {
+        state: args.state,
+        adapter: args.adapter.clone(),
+        definition: args.definition.clone(),
+        older_than_secs: args.older_than.map(|minutes| i64::from(minutes) * 60),
+    };
+    let after = args.after.as_deref().map(cursor).transpose()?;
+    let mut rows = queue::queue(pool, &filter, after, args.limit + 1).await?;
+    let next = (rows.len() > args.limit as usize).then(|| {
+        rows.truncate(args.limit as usize);
+        rows.last()
+            .map(|last| format!("{}|{}", last.unknown_since.to_rfc3339(), last.step_id))
+            .unwrap_or_default()
+    });
+    let counts = queue::queue_counts(pool).await?;
+    let incidents = match after {
+        None => queue::open_incidents(pool, INCIDENTS_SHOWN).await?,
+        Some(_) => Vec::new(),
+    };
+    if args.output.json {
+        let document = json!({
+            "rows": rows, "next": next, "counts": counts_json(&counts), "incidents": incidents,
+        });
+        print::json(io.out, &document)?;
+        return Ok(());
+    }
+    write_counts(io, &counts)?;
+    write_rows(io, &rows)?;
+    write_incidents(io, &incidents)?;
+    if let Some(next) = next {
+        writeln!(
+            io.out,
+            "\nmore: z29c queue --after '{next}' (with the same filters)"
+        )?;
+    }
+    Ok(())
+}
+
+/// The keyset cursor `next` printed: the last row's uncertainty start and step id.
+fn cursor(text: &str) -> Result<(DateTime<Utc>, Uuid), Stop> {
+    let malformed = || {
+        Stop::Usage(format!(
+            "`{text}` is not a queue cursor: pass the `next` a previous page printed."
+        ))
+    };
+    let (at, id) = text.split_once('|').ok_or_else(malformed)?;
+    let at = DateTime::parse_from_rfc3339(at).map_err(|_| malformed())?;
+    let id = Uuid::parse_str(id).map_err(|_| malformed())?;
+    Ok((at.with_timezone(&Utc), id))
+}
+
+/// The counts as objects keyed by state and by adapter (`""`: a step with no adapter).
+fn counts_json(counts: &QueueCounts) -> Value {
+    let by_state: Map<String, Value> = counts
+        .by_state
+        .iter()
+        .map(|(state, n)| (print::name_of(state), json!(n)))
+        .collect();
+    let by_adapter: Map<String, Value> = counts
+        .by_adapter
+        .iter()
+        .map(|(adapter, n)| (adapter.clone(), json!(n)))
+        .collect();
+    json!({ "by_state": by_state, "by_adapter": by_adapter })
+}
+
+fn write_counts(io: &mut Io<'_>, counts: &QueueCounts) -> std::io::Result<()> {
+    let total: i64 = counts.by_state.iter().map(|(_, n)| n).sum();
+    let by_state: Vec<String> = counts
+        .by_state
+        .iter()
+        .map(|(state, n)| format!("{n} {}", state.label().to_lowercase()))
+        .collect();
+    let by_adapter: Vec<String> = counts
+        .by_adapter
+        .iter()
+        .map(|(adapter, n)| format!("{} {n}", if adapter.is_empty() { "-" } else { adapter }))
+        .collect();
+    if total == 0 {
+        return writeln!(io.out, "waiting: none");
+    }
+    writeln!(
+        io.out,
+        "waiting: {total} ({}); by adapter: {}\n",
+        by_state.join(", "),
+        by_adapter.join(", ")
+    )
+}
+
+fn write_rows(io: &mut Io<'_>, rows: &[QueueRow]) -> std::io::Result<()> {
+    let now = Utc::now();
+    let mut table = Table::new(&[
+        "step",
+        "state",
+        "adapter",
+        "unknown for",
+        "attempts",
+        "workflow",
+        "logical",
+        "incident",
+    ]);
+    for r in rows {
+        table.row(vec![
+            r.step_id.to_string(),
+            print::name_of(&r.state),
+            print::or_dash(r.adapter.as_deref()),
+            print::age(r.unknown_since, now),
+            r.attempts.to_string(),
+            r.creation_key.clone(),
+            r.logical.clone(),
+            if r.open_incident { "open" } else { "-" }.to_owned(),
+        ]);
+    }
+    if table.is_empty() {
+        return writeln!(io.out, "No step in the queue matches.");
+    }
+    table.write(io.out)
+}
+
+fn write_incidents(io: &mut Io<'_>, incidents: &[IncidentRow]) -> std::io::Result<()> {
+    if incidents.is_empty() {
+        return Ok(());
+    }
+    let now = Utc::now();
+    let mut table = Table::new(&["incident", "kind", "open for", "workflow", "references"]);
+    for i in incidents {
+        table.row(vec![
+            i.incident_id.to_string(),
+            i.kind.clone(),
+            print::age(i.opened_at, now),
+            i.creation_key.clone(),
+            i.references.join(", "),
+        ]);
+    }
+    writeln!(io.out, "\nopen incidents (z29c incident show ID):")?;
+    table.write(io.out)
+}

@@ -1,0 +1,144 @@
+//! `z29c workflow list|show|cancel`: the API's workflow search, the status projection, and
+//! cancelling every unsettled step through `engine::recovery::cancel`.
+
+use chrono::Utc;
+use engine::read::status::WorkflowStatus;
+use engine::read::workflows::{self, WorkflowQuery};
+use serde_json::json;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::print::{self, Table};
+use super::{Io, Stop, operator, refusal};
+use crate::cli::ops::{WorkflowCommand, WorkflowListArgs};
+
+/// Runs one `z29c workflow` command.
+pub(super) async fn run(
+    pool: &PgPool,
+    command: WorkflowCommand,
+    io: &mut Io<'_>,
+) -> Result<(), Stop> {
+    match command {
+        WorkflowCommand::List(args) => list(pool, &args, io).await,
+        WorkflowCommand::Show { id, output, .. } => {
+            let status = engine::read::status::project(pool, id)
+                .await?
+                .ok_or_else(|| Stop::Refused(no_workflow(id)))?;
+            if output.json {
+                print::json(io.out, &status)?;
+            } else {
+                write_status(io, &status)?;
+            }
+            Ok(())
+        }
+        WorkflowCommand::Cancel { id, acting } => {
+            let operator = operator(pool, &acting.operator).await?;
+            let cancelled =
+                engine::recovery::cancel::cancel_workflow(pool, &operator, id, &acting.reason)
+                    .await
+                    .map_err(|e| refusal(e, &no_workflow(id)))?;
+            if acting.output.json {
+                let document = json!({ "message": cancelled.message, "steps": cancelled.steps });
+                print::json(io.out, &document)?;
+            } else {
+                writeln!(io.out, "{}", cancelled.message)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn no_workflow(id: Uuid) -> String {
+    format!("No workflow has the id {id}.")
+}
+
+/// Prints one page: a table and the next page's cursor, or (JSON) one object per workflow
+/// and, last, `{"next": …}` when there is a next page.
+async fn list(pool: &PgPool, args: &WorkflowListArgs, io: &mut Io<'_>) -> Result<(), Stop> {
+    let query = WorkflowQuery {
+        state: args.state,
+        definition: args.definition.clone(),
+        adapter: args.adapter.clone(),
+        created_before: args
+            .older_than
+            .map(|minutes| Utc::now() - chrono::Duration::minutes(i64::from(minutes))),
+        creation_key: args.creation_key.clone(),
+        request_key: args.request_key.clone(),
+        external_reference: args.external_reference.clone(),
+        creation_key_prefix: None,
+        after: args.after,
+        limit: args.limit,
+    };
+    let page = workflows::list(pool, &query).await?;
+    if args.output.json {
+        print::json_lines(io.out, &page.workflows)?;
+        if let Some(next) = page.next {
+            print::json(io.out, &json!({ "next": next }))?;
+        }
+        return Ok(());
+    }
+    let mut table = Table::new(&["workflow", "state", "definition", "creation key", "created"]);
+    for w in &page.workflows {
+        table.row(vec![
+            w.id.to_string(),
+            print::name_of(&w.state),
+            format!("{} v{}", w.definition, w.definition_version),
+            w.creation_key.clone(),
+            print::time(w.created_at),
+        ]);
+    }
+    if table.is_empty() {
+        writeln!(io.out, "No workflow matches.")?;
+    } else {
+        table.write(io.out)?;
+    }
+    if let Some(next) = page.next {
+        writeln!(
+            io.out,
+            "\nmore: z29c workflow list --after {next} (with the same filters)"
+        )?;
+    }
+    Ok(())
+}
+
+fn write_status(io: &mut Io<'_>, w: &WorkflowStatus) -> std::io::Result<()> {
+    print::fields(
+        io.out,
+        &[
+            ("workflow", w.id.to_string()),
+            ("creation key", w.creation_key.clone()),
+            (
+                "definition",
+                format!("{} v{}", w.definition, w.definition_version),
+            ),
+            ("state", print::name_of(&w.state)),
+            ("status", w.status.clone()),
+            ("created", print::time(w.created_at)),
+            ("updated", print::time(w.updated_at)),
+        ],
+    )?;
+    let mut steps = Table::new(&[
+        "step",
+        "logical",
+        "state",
+        "attempts",
+        "request key",
+        "external reference",
+    ]);
+    for s in &w.steps {
+        let logical = match s.generation {
+            0 => s.logical.clone(),
+            n => format!("{} (replacement {n})", s.logical),
+        };
+        steps.row(vec![
+            s.id.to_string(),
+            logical,
+            print::name_of(&s.state),
+            s.attempts.to_string(),
+            print::or_dash(s.request_key.as_deref()),
+            print::or_dash(s.external_reference.as_deref()),
+        ]);
+    }
+    writeln!(io.out, "\nsteps (z29c step show ID):")?;
+    steps.write(io.out)
+}
