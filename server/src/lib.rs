@@ -10,3 +10,4 @@ pub mod metrics;
 pub mod shutdown;
 pub mod startup;
 pub mod state;
+pub mod telemetry;

@@ -9,6 +9,7 @@ mod files_api;
 mod fuzz;
 mod headers;
 mod http;
+mod observability;
 mod own_api;
 mod proxy;
 mod reads;
