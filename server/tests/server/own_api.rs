@@ -77,6 +77,7 @@ pub(crate) fn adapter_file(
     lines.join("\n") + "\n"
 }
 
+/// The definition file `file` of this test binary's `files/`.
 pub(crate) fn definition_file(file: &str) -> String {
     std::fs::read_to_string(format!(
         "{}/tests/server/files/{file}",
@@ -115,6 +116,7 @@ pub(crate) fn lose_the_next_answer(destination: &RunningDestination) {
         .unwrap();
 }
 
+/// Starts `definition` under creation key `key` over the API, as a team's operator token.
 pub(crate) async fn start(
     pool: &PgPool,
     definition: &str,
