@@ -14,6 +14,8 @@ pub mod ops;
 #[derive(Debug, Parser)]
 #[command(name = "z29c", version)]
 pub struct Cli {
+    #[command(flatten)]
+    pub(crate) telemetry: crate::telemetry::TelemetryArgs,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -156,6 +158,9 @@ pub(crate) struct WorkerArgs {
     pub(crate) database: DatabaseArgs,
     #[command(flatten)]
     pub(crate) workers: WorkerTuning,
+    /// Serve this process's latency histograms at `http://ADDR/metrics` (off when unset).
+    #[arg(long, env = "Z29C_WORKER_METRICS_ADDR")]
+    pub(crate) metrics_addr: Option<SocketAddr>,
 }
 
 #[derive(Debug, Clone, clap::Args)]

@@ -18,9 +18,9 @@ use crate::startup::{serve, worker};
 impl Cli {
     /// Runs the chosen command to completion.
     pub fn run(self) -> anyhow::Result<ExitCode> {
-        init_tracing();
+        let tracing = crate::telemetry::init(&self.telemetry)?;
         let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-        runtime.block_on(async move {
+        let ran = runtime.block_on(async move {
             match self.command {
                 Command::Serve(args) => serve(args).await.map(|()| ExitCode::SUCCESS),
                 Command::Worker(args) => worker(args).await.map(|()| ExitCode::SUCCESS),
@@ -75,17 +75,14 @@ impl Cli {
                     Ok(ExitCode::SUCCESS)
                 }
             }
-        })
+        });
+        // The last spans reach the collector before the process ends.
+        drop(runtime);
+        if let Some(tracing) = tracing {
+            tracing.shutdown();
+        }
+        ran
     }
-}
-
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| "info,sqlx=warn,tower_sessions=warn".into());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
 }
 
 async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {

@@ -11,3 +11,4 @@ pub mod ops;
 pub mod shutdown;
 pub mod startup;
 pub mod state;
+pub mod telemetry;

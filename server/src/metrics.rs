@@ -1,13 +1,129 @@
 //! `GET /metrics`: the engine's figures and the process's, in Prometheus text format. Each
-//! scrape records into a fresh recorder (no process-global state): counters from the metrics
+//! scrape records the durable figures into a fresh recorder: counters from the metrics
 //! projection, gauges from durable state (each read from a small partial index or a kept
-//! count, never a whole table: `engine::read::metrics`), then renders it.
+//! count, never a whole table: `engine::read::metrics`), then renders it. After them come the
+//! latency histograms this process recorded since it started ([`install`]): the engine's
+//! (`engine::watch::latency`) and the HTTP handlers' ([`time_request`]).
 
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
-use metrics_exporter_prometheus::PrometheusBuilder;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use sqlx::PgPool;
+
+/// Seconds each console page, server function and API request took, by route pattern (never
+/// the raw path), method and status.
+pub const HTTP_REQUEST: &str = "z29c_http_request_duration_seconds";
+
+/// The histograms' buckets, in seconds: 1 ms to 60 s.
+const BUCKETS: [f64; 16] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
+];
+
+/// The process's recorder, once installed (`None` when another recorder was installed first).
+static PROCESS: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Installs the process-wide recorder the latency histograms go to, once; later calls return
+/// the same handle. Serving and worker processes call it at start; what is recorded before
+/// it is lost.
+pub fn install() -> Option<&'static PrometheusHandle> {
+    PROCESS
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new()
+                .set_buckets(&BUCKETS)
+                .expect("the bucket list is not empty");
+            match builder.install_recorder() {
+                Ok(handle) => {
+                    describe_histograms();
+                    Some(handle)
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "latency histograms are off: a recorder was installed already");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+/// Drains the histograms into their buckets every few seconds, so they stay small between
+/// scrapes; runs until aborted.
+pub fn spawn_upkeep() -> Option<tokio::task::JoinHandle<()>> {
+    let handle = install()?;
+    Some(tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            every.tick().await;
+            handle.run_upkeep();
+        }
+    }))
+}
+
+/// The latency histograms this process recorded, in Prometheus text format (empty before
+/// [`install`]).
+pub fn process_histograms() -> String {
+    PROCESS
+        .get()
+        .and_then(Option::as_ref)
+        .map(PrometheusHandle::render)
+        .unwrap_or_default()
+}
+
+/// `GET /metrics` of a `z29c worker --metrics-addr`: the process's histograms only (the
+/// durable figures are the serving process's to report).
+pub async fn scrape_process() -> impl IntoResponse {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        process_histograms(),
+    )
+}
+
+/// Middleware: times each request into [`HTTP_REQUEST`], labelled by the route pattern that
+/// matched (`unmatched` for the fallback: assets and not-found pages).
+pub async fn time_request(request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    // Any token is a method: only the standard ones become labels, so a client cannot mint series.
+    let method = match *request.method() {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    };
+    let started = Instant::now();
+    let response = next.run(request).await;
+    metrics::histogram!(
+        HTTP_REQUEST,
+        "route" => route,
+        "method" => method,
+        "status" => response.status().as_str().to_owned(),
+    )
+    .record(started.elapsed());
+    response
+}
+
+fn describe_histograms() {
+    use metrics::{Unit, describe_histogram};
+    for (name, description) in engine::watch::latency::HISTOGRAMS {
+        describe_histogram!(name, Unit::Seconds, description);
+    }
+    describe_histogram!(
+        HTTP_REQUEST,
+        Unit::Seconds,
+        "Console pages, server functions and API requests, by route pattern, method and status."
+    );
+}
 
 /// Renders every figure. Each scrape also folds the overview's state changes into its counts
 /// (`read::stats::fold_counts`), so they stay few even when nobody opens the overview; the work
@@ -47,10 +163,12 @@ pub async fn scrape(State(pool): State<PgPool>) -> impl IntoResponse {
         }
         metrics_process::Collector::default().collect();
     });
+    let mut text = handle.render();
+    text.push_str(&process_histograms());
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        handle.render(),
+        text,
     )
 }
 

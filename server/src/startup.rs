@@ -16,6 +16,7 @@ use crate::state::AppState;
 /// optional demo, until SIGINT or SIGTERM; then everything stops in order.
 pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     refuse_demo_on_a_named_database(&args)?;
+    let upkeep = crate::metrics::spawn_upkeep();
     let database = Database::open(&args.database).await?;
     let leptos_options = LeptosOptions::builder()
         .output_name("z29c")
@@ -71,7 +72,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     for observer in observers {
         observer.await.context("an observer task panicked")?;
     }
-    for task in forgetting {
+    for task in forgetting.into_iter().chain(upkeep) {
         task.abort();
     }
     if let Some(demo) = demo {
@@ -159,13 +160,49 @@ async fn spawn_worker(
 
 /// `z29c worker`: workers only, until SIGINT or SIGTERM.
 pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
+    let upkeep = crate::metrics::spawn_upkeep();
     let database = Database::open(&args.database).await?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
+    let metrics = match args.metrics_addr {
+        Some(addr) => Some(serve_worker_metrics(addr, stopped.clone()).await?),
+        None => None,
+    };
     let handle = spawn_worker(&database, &args.workers, stopped).await?;
     crate::shutdown::signal().await;
     let _ = stop.send(true);
     handle.await.context("the worker task panicked")?;
+    if let Some(metrics) = metrics {
+        metrics.await.context("the metrics listener panicked")?;
+    }
+    if let Some(task) = upkeep {
+        task.abort();
+    }
     database.close().await
+}
+
+/// Serves the worker process's latency histograms at `http://addr/metrics` until `stopped`.
+async fn serve_worker_metrics(
+    addr: std::net::SocketAddr,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("listening for metrics scrapes on {addr}"))?;
+    tracing::info!(addr = %listener.local_addr()?, "serving the worker's metrics");
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(crate::metrics::scrape_process),
+    );
+    Ok(tokio::spawn(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            })
+            .await;
+        if let Err(error) = served {
+            tracing::warn!(%error, "the metrics listener stopped");
+        }
+    }))
 }
 
 // The tuning is read as a worker configuration only here, where workers start.

@@ -19,6 +19,7 @@ pub mod spec;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +30,22 @@ pub use answer::MAX_RESPONSE_BYTES;
 pub use data::DataAdapter;
 pub use secret::{Secret, SecretError, SecretRef};
 pub use spec::AdapterSpec;
+
+/// Where the W3C `traceparent` of the current span comes from; set once by a process that
+/// exports traces (the engine itself knows no tracing backend).
+static TRACE_CONTEXT: OnceLock<fn() -> Option<String>> = OnceLock::new();
+
+/// Names the function that gives the `traceparent` header for the current span (`None`
+/// outside a traced span). Every call to a destination then carries it, so a destination that
+/// traces too joins the step attempt's trace. Only the first call in a process counts.
+pub fn set_trace_context(source: fn() -> Option<String>) {
+    let _ = TRACE_CONTEXT.set(source);
+}
+
+/// The `traceparent` header for the current span, when a process set a source and is tracing.
+pub(crate) fn traceparent() -> Option<String> {
+    TRACE_CONTEXT.get().and_then(|source| source())
+}
 
 /// A boxed future, so adapters can live behind `dyn Adapter`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -12,6 +12,7 @@ use sqlx::postgres::PgListener;
 use crate::failpoint::{self, FaultPoint};
 use crate::outbox::inbox::{Consumer, Event, take};
 use crate::store;
+use crate::watch::latency;
 
 /// Delivers the outbox to its consumers.
 #[derive(Clone)]
@@ -47,6 +48,7 @@ impl Publisher {
             for consumer in self.consumers.iter() {
                 self.deliver(consumer.as_ref(), &event).await?;
             }
+            latency::outbox_handled(event.event_id);
             ids.push(id);
         }
         failpoint::hit(FaultPoint::DuringOutboxPublication);

@@ -2,6 +2,8 @@
 //! request identity before any byte is sent, the call outside any transaction, then the
 //! observation and the receipt (or where the step goes next) in one transaction.
 
+use std::time::Instant;
+
 use serde_json::json;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -17,9 +19,11 @@ use crate::domain::{
 use crate::failpoint::{self, BrokenRule, FaultPoint};
 use crate::store::step::{self, Claimed, Settle};
 use crate::store::{attempt, lease, request, workflow};
+use crate::watch::latency;
 
 impl Worker {
     /// A pure step: a deterministic transform of the input, with no boundary to cross.
+    #[tracing::instrument(name = "checkpoint.pure", skip_all)]
     pub(super) async fn run_pure(&self, step: &Claimed) -> Result<StepReport, WorkerError> {
         let definition = definition_of(&self.pool, step).await?;
         let attempt = match step.attempt {
@@ -49,11 +53,12 @@ impl Worker {
         Ok(StepReport::PureCompleted)
     }
 
-    /// Checkpoints 2–6 for an attempt already recorded.
+    /// Checkpoints 2–6 for an attempt already recorded, on a step claimed at `claimed_at`.
     pub(super) async fn invoke(
         &self,
         step: &Claimed,
         attempt: Uuid,
+        claimed_at: Instant,
     ) -> Result<StepReport, WorkerError> {
         let (adapter, contract_version) = adapter_for(&self.adapters, step)?;
         let key = request_key(step);
@@ -67,7 +72,11 @@ impl Worker {
         failpoint::hit(FaultPoint::AfterObligationCommit);
 
         // Checkpoint 4: the call, outside any transaction, with the lease renewed meanwhile.
+        let adapter_name = step.adapter.as_deref().unwrap_or_default();
+        latency::claim_to_send(adapter_name, claimed_at.elapsed());
+        let sent = Instant::now();
         let observation = self.call(step, adapter.as_ref(), &key, &prepared).await;
+        latency::adapter_call(adapter_name, observation.outcome(), sent.elapsed());
         failpoint::hit(if step.withdraws.is_some() {
             FaultPoint::DuringCompensationAcceptance
         } else {
@@ -107,6 +116,7 @@ impl Worker {
     /// Checkpoints 2 and 3: authority, then the request identity, before any byte is sent. A
     /// denied authority or a request that no longer regenerates identically concludes the
     /// attempt here, in the same transaction, without a call.
+    #[tracing::instrument(name = "checkpoint.obligation", skip_all)]
     async fn bind_obligation(
         &self,
         step: &Claimed,
@@ -162,6 +172,11 @@ impl Worker {
     }
 
     /// Checkpoint 4: the delivery (or, for a compensation step, the withdrawal) it asks for.
+    #[tracing::instrument(
+        name = "adapter.call",
+        skip_all,
+        fields(adapter = step.adapter.as_deref().unwrap_or_default(), withdrawal = step.withdraws.is_some())
+    )]
     async fn call(
         &self,
         step: &Claimed,
@@ -190,6 +205,7 @@ impl Worker {
     }
 
     /// Checkpoints 5 and 6: the observation, then the receipt or where the step goes next.
+    #[tracing::instrument(name = "checkpoint.conclude", skip_all, fields(outcome = ?observation.outcome()))]
     pub(super) async fn conclude(
         &self,
         mut tx: sqlx::Transaction<'_, sqlx::Postgres>,

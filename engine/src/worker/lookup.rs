@@ -114,6 +114,7 @@ impl Hold<'_> {
 
     /// A status lookup, recorded as an observation; returns the answer for the decision table,
     /// or `None` when the lookup itself settled the step (several references: an incident).
+    #[tracing::instrument(name = "adapter.lookup", skip_all, fields(adapter = step.adapter.as_deref().unwrap_or_default()))]
     pub(super) async fn look_up(
         &self,
         step: &Claimed,
@@ -281,6 +282,7 @@ impl Hold<'_> {
     }
 
     /// The lookup found the request under its digest: a `status_query` receipt settles the step.
+    #[tracing::instrument(name = "checkpoint.verified", skip_all)]
     pub(super) async fn verified(
         &self,
         step: &Claimed,

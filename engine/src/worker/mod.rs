@@ -15,10 +15,11 @@ pub mod lookup;
 mod recover;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sqlx::PgPool;
 use tokio::task::JoinSet;
+use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::adapter::Adapter;
@@ -29,6 +30,7 @@ use crate::store::guard::{self, GuardedError};
 use crate::store::lease;
 use crate::store::step::{self, Claimed, Settle};
 use crate::store::workflow;
+use crate::watch::latency;
 
 pub use lookup::Hold;
 
@@ -269,6 +271,7 @@ impl Worker {
     pub async fn run_once(&self) -> Result<Vec<(Uuid, StepReport)>, WorkerError> {
         self.sweep().await?;
         let claimed = self.claim().await?;
+        let claimed_at = Instant::now();
         let mut set = JoinSet::new();
         let mut reports = Vec::with_capacity(claimed.len());
         for step in claimed {
@@ -280,7 +283,7 @@ impl Worker {
             let worker = self.clone();
             set.spawn(async move {
                 let id = step.id;
-                worker.process(step).await.map(|r| (id, r))
+                worker.process(step, claimed_at).await.map(|r| (id, r))
             });
         }
         while let Some(done) = set.join_next().await {
@@ -301,16 +304,49 @@ impl Worker {
         Ok(())
     }
 
-    async fn process(&self, step: Claimed) -> Result<StepReport, WorkerError> {
+    /// One claimed step, in a span of its own: with tracing on, each attempt is one trace, its
+    /// checkpoint transactions and its call the spans inside (the claim is the batch's).
+    async fn process(&self, step: Claimed, claimed_at: Instant) -> Result<StepReport, WorkerError> {
+        let span = tracing::info_span!(
+            "step.attempt",
+            step = %step.id,
+            workflow = %step.workflow_id,
+            logical = %step.logical,
+            adapter = step.adapter.as_deref().unwrap_or_default(),
+            attempt = step.attempt_count,
+        );
+        let report = self.run_step(&step, claimed_at).instrument(span).await?;
+        if let (
+            Some(adapter),
+            StepReport::Settled {
+                state: StepState::Succeeded,
+                ..
+            }
+            | StepReport::Looked {
+                state: StepState::Succeeded,
+                ..
+            },
+        ) = (&step.adapter, &report)
+        {
+            latency::ready_to_receipt(adapter, claimed_at.elapsed());
+        }
+        Ok(report)
+    }
+
+    async fn run_step(
+        &self,
+        step: &Claimed,
+        claimed_at: Instant,
+    ) -> Result<StepReport, WorkerError> {
         let result = match (step.kind, step.state) {
-            (StepKind::Pure, _) => self.run_pure(&step).await,
-            (_, StepState::OutcomeUnknown) => self.recover(&step).await,
+            (StepKind::Pure, _) => self.run_pure(step).await,
+            (_, StepState::OutcomeUnknown) => self.recover(step, claimed_at).await,
             _ => {
                 let attempt = match step.attempt {
                     Some(attempt) => attempt,
-                    None => self.open_attempt(&step).await?,
+                    None => self.open_attempt(step).await?,
                 };
-                self.invoke(&step, attempt).await
+                self.invoke(step, attempt, claimed_at).await
             }
         };
         match result {
@@ -322,7 +358,7 @@ impl Worker {
             // definition refuses) waits for a person instead of looping.
             Err(error @ (WorkerError::UnknownAdapter { .. } | WorkerError::Definition { .. })) => {
                 tracing::error!(step = %step.id, %error, "step cannot run here; sent to review");
-                self.settle_alone(&step, Settle::Review).await?;
+                self.settle_alone(step, Settle::Review).await?;
                 Ok(StepReport::ToReview)
             }
             // One step's trouble must not abort the others in flight: this step keeps its lease
@@ -338,6 +374,7 @@ impl Worker {
     }
 
     /// Settles a step this worker holds, in a transaction of its own.
+    #[tracing::instrument(name = "checkpoint.settle", skip_all)]
     async fn settle_alone(&self, step: &Claimed, settle: Settle) -> Result<(), WorkerError> {
         let mut tx = self.pool.begin().await?;
         step::settle(&mut tx, step.id, Some(&self.config.name), settle).await?;

@@ -3,6 +3,8 @@
 //! again; a queryable one is asked first; an opaque one, or a contract that asks for review,
 //! leaves the step to a person.
 
+use std::time::Instant;
+
 use uuid::Uuid;
 
 use super::{StepReport, Worker, WorkerError, adapter_for, request_key};
@@ -58,7 +60,11 @@ impl Worker {
     }
 
     /// Recovery of a step found in `outcome_unknown`: by the contract, never by rerunning.
-    pub(super) async fn recover(&self, step: &Claimed) -> Result<StepReport, WorkerError> {
+    pub(super) async fn recover(
+        &self,
+        step: &Claimed,
+        claimed_at: Instant,
+    ) -> Result<StepReport, WorkerError> {
         let (adapter, contract_version) = adapter_for(&self.adapters, step)?;
         let contract = adapter.contract().clone();
         let key = request_key(step);
@@ -78,11 +84,11 @@ impl Worker {
         };
         loop {
             if failpoint::broken(BrokenRule::ResendOpaque) {
-                return self.resend(step).await;
+                return self.resend(step, claimed_at).await;
             }
             match decide_after_unknown(&contract, &facts) {
                 RecoveryDecision::ResendSameKey | RecoveryDecision::RetrySameReference => {
-                    return self.resend(step).await;
+                    return self.resend(step, claimed_at).await;
                 }
                 RecoveryDecision::Query => {
                     let (answer, report) =
@@ -125,7 +131,7 @@ impl Worker {
     }
 
     /// A new attempt under the same key (idempotent replay, or after authoritative absence).
-    async fn resend(&self, step: &Claimed) -> Result<StepReport, WorkerError> {
+    async fn resend(&self, step: &Claimed, claimed_at: Instant) -> Result<StepReport, WorkerError> {
         let attempt = Uuid::now_v7();
         let mut tx = self.pool.begin().await?;
         attempt::begin_recovery_attempt(
@@ -138,6 +144,6 @@ impl Worker {
         )
         .await?;
         tx.commit().await?;
-        self.invoke(step, attempt).await
+        self.invoke(step, attempt, claimed_at).await
     }
 }

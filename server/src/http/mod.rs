@@ -66,7 +66,8 @@ pub fn router_for(state: AppState, exposure: Exposure) -> Router {
         )
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
         .layer(sessions(&state.pool, exposure))
-        .layer(axum::middleware::from_fn(headers::security_headers));
+        .layer(axum::middleware::from_fn(headers::security_headers))
+        .layer(axum::middleware::from_fn(crate::metrics::time_request));
     let router = match exposure {
         Exposure::Direct => router,
         Exposure::BehindTlsProxy => {

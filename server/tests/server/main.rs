@@ -11,6 +11,7 @@ mod files_api;
 mod fuzz;
 mod headers;
 mod http;
+mod observability;
 mod ops_api;
 mod own_api;
 mod proxy;

@@ -20,7 +20,7 @@ use uuid::Uuid;
 use crate::api::{call, token};
 
 /// A fresh database for a destination: it never shares Z29C's.
-async fn destination_database(z29c: &PgPool) -> PgPool {
+pub(crate) async fn destination_database(z29c: &PgPool) -> PgPool {
     let name = format!("destination_{}", Uuid::new_v4().simple());
     sqlx::query(&format!("create database {name}"))
         .execute(z29c)
@@ -38,7 +38,11 @@ async fn destination_database(z29c: &PgPool) -> PgPool {
 
 /// The repository's adapter file `file`, pointed at `base_url`, its secret (if any) read from
 /// a file holding `secret`: what a team writes for its own staging environment.
-fn adapter_file(file: &str, base_url: &str, secret: Option<(&str, &tempfile::TempDir)>) -> String {
+pub(crate) fn adapter_file(
+    file: &str,
+    base_url: &str,
+    secret: Option<(&str, &tempfile::TempDir)>,
+) -> String {
     let path = format!("{}/../adapters/{file}", env!("CARGO_MANIFEST_DIR"));
     let source = std::fs::read_to_string(path).unwrap();
     let mut lines: Vec<String> = source
@@ -73,7 +77,8 @@ fn adapter_file(file: &str, base_url: &str, secret: Option<(&str, &tempfile::Tem
     lines.join("\n") + "\n"
 }
 
-fn definition_file(file: &str) -> String {
+/// The definition file `file` of this test binary's `files/`.
+pub(crate) fn definition_file(file: &str) -> String {
     std::fs::read_to_string(format!(
         "{}/tests/server/files/{file}",
         env!("CARGO_MANIFEST_DIR")
@@ -82,7 +87,12 @@ fn definition_file(file: &str) -> String {
 }
 
 /// Applies the adapter and definition files, verifies the adapter against its destination.
-async fn apply_files(pool: &PgPool, adapter: &str, definition: &str, url: &str) -> String {
+pub(crate) async fn apply_files(
+    pool: &PgPool,
+    adapter: &str,
+    definition: &str,
+    url: &str,
+) -> String {
     let (name, _) = apply::apply(pool, adapter, "test", false).await.unwrap();
     match apply::verify(pool, &name, url).await.unwrap() {
         Verified::Passed { .. } => {}
@@ -95,7 +105,7 @@ async fn apply_files(pool: &PgPool, adapter: &str, definition: &str, url: &str) 
 }
 
 /// The answer to the next delivery is lost after the destination committed it.
-fn lose_the_next_answer(destination: &RunningDestination) {
+pub(crate) fn lose_the_next_answer(destination: &RunningDestination) {
     destination
         .set_faults(FaultPlan::rules([FaultRule::new(
             Operation::Deliver,
@@ -106,7 +116,13 @@ fn lose_the_next_answer(destination: &RunningDestination) {
         .unwrap();
 }
 
-async fn start(pool: &PgPool, definition: &str, key: &str, input: Value) -> (StatusCode, Value) {
+/// Starts `definition` under creation key `key` over the API, as a team's operator token.
+pub(crate) async fn start(
+    pool: &PgPool,
+    definition: &str,
+    key: &str,
+    input: Value,
+) -> (StatusCode, Value) {
     let token = token(pool, &format!("team-{key}"), Role::Operator, None).await;
     let body = json!({ "creation_key": key, "definition": definition, "input": input });
     call(
@@ -120,7 +136,7 @@ async fn start(pool: &PgPool, definition: &str, key: &str, input: Value) -> (Sta
 }
 
 /// Runs a worker (built from the stored adapter files) until the workflow settles.
-async fn drive(pool: &PgPool, workflow: &str) -> String {
+pub(crate) async fn drive(pool: &PgPool, workflow: &str) -> String {
     let mut config = WorkerConfig::named("own-api");
     config.retry.base = Duration::from_millis(10);
     config.retry.cap = Duration::from_millis(50);

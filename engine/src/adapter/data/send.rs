@@ -77,6 +77,9 @@ impl DataAdapter {
         {
             call = call.header(&idempotency.header, key.as_str());
         }
+        if let Some(traceparent) = crate::adapter::traceparent() {
+            call = call.header("traceparent", traceparent);
+        }
         let bytes = body_bytes(&wire.body);
         call = self.authenticate(call, bytes.as_ref().map_or(&[][..], |(b, _)| b));
         if let Some((bytes, content_type)) = bytes {
