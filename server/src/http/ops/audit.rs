@@ -39,6 +39,7 @@ pub(crate) struct AuditBody {
 #[utoipa::path(
     get,
     path = "/api/v1/audit",
+    operation_id = "audit_log",
     params(AuditParams),
     security(("bearer" = [])),
     responses(

@@ -55,6 +55,7 @@ pub(crate) struct PreviewAnswer {
 #[utoipa::path(
     post,
     path = "/api/v1/bulk/preview",
+    operation_id = "preview_bulk",
     request_body = PreviewBody,
     security(("bearer" = [])),
     responses(
@@ -125,6 +126,7 @@ pub(crate) struct StartedRun {
 #[utoipa::path(
     post,
     path = "/api/v1/bulk",
+    operation_id = "start_bulk",
     request_body = StartBody,
     security(("bearer" = [])),
     responses(
@@ -178,6 +180,7 @@ pub(crate) async fn start(
 #[utoipa::path(
     get,
     path = "/api/v1/bulk/{id}",
+    operation_id = "bulk_progress",
     params(("id" = String, Path, description = "Run id (a UUID)")),
     security(("bearer" = [])),
     responses(

@@ -31,6 +31,7 @@ pub(crate) struct IncidentsBody {
 #[utoipa::path(
     get,
     path = "/api/v1/incidents",
+    operation_id = "list_incidents",
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Open incidents", body = IncidentsBody),
@@ -50,6 +51,7 @@ pub(crate) async fn list(
 #[utoipa::path(
     get,
     path = "/api/v1/incidents/{id}",
+    operation_id = "show_incident",
     params(("id" = String, Path, description = "Incident id (a UUID)")),
     security(("bearer" = [])),
     responses(
@@ -94,6 +96,7 @@ pub(crate) struct ResolveBody {
 #[utoipa::path(
     post,
     path = "/api/v1/incidents/{id}/resolve",
+    operation_id = "resolve_incident",
     params(("id" = String, Path, description = "Incident id (a UUID)")),
     request_body = ResolveBody,
     security(("bearer" = [])),

@@ -49,6 +49,7 @@ pub(crate) struct QueueBody {
 #[utoipa::path(
     get,
     path = "/api/v1/queue",
+    operation_id = "review_queue",
     params(QueueParams),
     security(("bearer" = [])),
     responses(

@@ -54,6 +54,7 @@ pub(crate) struct StepBody {
 #[utoipa::path(
     get,
     path = "/api/v1/steps/{id}",
+    operation_id = "show_step",
     params(("id" = String, Path, description = "Step id (a UUID)")),
     security(("bearer" = [])),
     responses(
@@ -156,6 +157,7 @@ impl From<recovery::Done> for DoneBody {
 #[utoipa::path(
     post,
     path = "/api/v1/steps/{id}/actions/{action}",
+    operation_id = "act_on_step",
     params(
         ("id" = String, Path, description = "Step id (a UUID)"),
         ("action" = String, Path, description = "check_destination, retry_same_key, attach_evidence, waive, authorize_another_attempt, cancel or replace"),

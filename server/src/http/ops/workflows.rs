@@ -46,6 +46,7 @@ pub(crate) struct ListParams {
 #[utoipa::path(
     get,
     path = "/api/v1/workflows",
+    operation_id = "list_workflows",
     params(ListParams),
     security(("bearer" = [])),
     responses(
@@ -109,6 +110,7 @@ pub(crate) struct CancelledBody {
 #[utoipa::path(
     post,
     path = "/api/v1/workflows/{id}/cancel",
+    operation_id = "cancel_workflow",
     params(("id" = String, Path, description = "Workflow id (a UUID)")),
     request_body = ReasonBody,
     security(("bearer" = [])),
