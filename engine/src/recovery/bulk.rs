@@ -90,6 +90,7 @@ pub async fn create(pool: &PgPool, new: &NewRun<'_>) -> Result<Uuid, BulkError> 
             id,
             author: &new.operator.username,
             author_role: new.operator.role,
+            by_token: new.operator.via == crate::operators::Via::Token,
             action: new.action,
             reason: &reason,
             residual_uncertainty: residual_uncertainty.as_deref(),
@@ -144,7 +145,12 @@ pub async fn run(pool: &PgPool, id: Uuid) -> sqlx::Result<()> {
         id: Uuid::nil(),
         username: r.author.clone(),
         role: r.role,
-        via: crate::operators::Via::Console,
+        // A run acts as its author did: a token's items are audited as the API's.
+        via: if r.by_token {
+            crate::operators::Via::Token
+        } else {
+            crate::operators::Via::Console
+        },
     };
     let pause = Duration::from_millis(1_000 / u64::try_from(r.rate_per_sec.max(1)).unwrap_or(1));
     loop {

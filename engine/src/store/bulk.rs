@@ -13,6 +13,8 @@ pub struct NewRunRow<'a> {
     pub id: Uuid,
     pub author: &'a str,
     pub author_role: Role,
+    /// The author is an API token's name, not an operator's.
+    pub by_token: bool,
     pub action: OperatorAction,
     pub reason: &'a str,
     pub residual_uncertainty: Option<&'a str>,
@@ -22,11 +24,12 @@ pub struct NewRunRow<'a> {
 /// Inserts a run (its items follow with [`insert_items`]).
 pub async fn insert_run(conn: &mut PgConnection, run: &NewRunRow<'_>) -> sqlx::Result<()> {
     sqlx::query!(
-        r#"insert into bulk_run (id, author, author_role, action, reason, residual_uncertainty, rate_per_sec)
-           values ($1, $2, $3, $4, $5, $6, $7)"#,
+        r#"insert into bulk_run (id, author, author_role, by_token, action, reason, residual_uncertainty, rate_per_sec)
+           values ($1, $2, $3, $4, $5, $6, $7, $8)"#,
         run.id,
         run.author,
         run.author_role as Role,
+        run.by_token,
         run.action as OperatorAction,
         run.reason,
         run.residual_uncertainty,
@@ -63,6 +66,7 @@ pub async fn insert_items(
 pub struct UnfinishedRun {
     pub author: String,
     pub role: Role,
+    pub by_token: bool,
     pub action: OperatorAction,
     pub reason: String,
     pub residual_uncertainty: Option<String>,
@@ -75,7 +79,7 @@ where
     E: Executor<'e, Database = Postgres>,
 {
     let row = sqlx::query!(
-        r#"select author, author_role as "role: Role", action as "action: OperatorAction",
+        r#"select author, author_role as "role: Role", by_token, action as "action: OperatorAction",
                   reason, residual_uncertainty, rate_per_sec
            from bulk_run where id = $1 and finished_at is null"#,
         id
@@ -85,6 +89,7 @@ where
     Ok(row.map(|r| UnfinishedRun {
         author: r.author,
         role: r.role,
+        by_token: r.by_token,
         action: r.action,
         reason: r.reason,
         residual_uncertainty: r.residual_uncertainty,

@@ -35,30 +35,10 @@ async fn z29c(pool: &PgPool, args: &[&str]) -> Ran {
     }
 }
 
-/// An adapter with contract `kind` named `letters`, and one workflow whose delivery step
-/// waits for review.
+/// An adapter with contract `kind` named `letters-KIND`, and one workflow (`cli-test`) whose
+/// delivery step waits for review.
 async fn step_under_review(pool: &PgPool, kind: ContractKind) -> Uuid {
-    crate::support::shipped(pool).await;
-    let contract = engine::adapter::contracts::declared(kind, 1_000, 0, false);
-    engine::store::adapter::upsert(pool, "letters", "http://127.0.0.1:9", &contract)
-        .await
-        .unwrap();
-    let started = engine::intake::start_workflow(
-        pool,
-        engine::intake::NewWorkflow {
-            creation_key: "cli-test".into(),
-            definition: "document_delivery".into(),
-            version: None,
-            input: serde_json::json!({"adapter": "letters", "recipient": "r-1", "document": {"title": "t", "body": "b"}}),
-        },
-        engine::store::journal::Actor::Api("test"),
-    )
-    .await
-    .unwrap();
-    let workflow = match started {
-        engine::intake::Started::Created(w) | engine::intake::Started::Existing(w) => w.id,
-    };
-    fixture::under_review(pool, workflow, "deliver").await
+    crate::console::fixture_review_step(pool, kind, "cli-test").await
 }
 
 async fn state_of(pool: &PgPool, step: Uuid) -> String {
@@ -287,7 +267,7 @@ async fn the_queue_lists_a_step_under_review_with_its_counts_and_filters(pool: P
     assert_eq!(page["rows"][0]["step_id"], step.to_string().as_str());
     assert_eq!(page["rows"][0]["state"], "review_required");
     assert_eq!(page["counts"]["by_state"]["review_required"], 1);
-    assert_eq!(page["counts"]["by_adapter"]["letters"], 1);
+    assert_eq!(page["counts"]["by_adapter"]["letters-opaque"], 1);
     assert_eq!(page["next"], serde_json::Value::Null);
 
     let filtered = z29c(&pool, &["queue", "--json", "--adapter", "nothing-here"]).await;

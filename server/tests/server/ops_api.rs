@@ -442,3 +442,55 @@ async fn the_readme_api_table_lists_every_operation_of_the_openapi_document(pool
         "README's HTTP API table lacks: {missing:?}"
     );
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_bulk_run_a_token_starts_acts_on_the_previewed_rows_and_is_audited_as_the_api(
+    pool: PgPool,
+) {
+    let step = fixture_review_step(&pool, ContractKind::Opaque, "bulk-1").await;
+    let secret = token(&pool, "night-shift", Role::Approver, None).await;
+    let preview = json!({"action": "cancel", "adapter": "letters-opaque"});
+    let (status, shown) =
+        post_if_match(&pool, "/api/v1/bulk/preview", &secret, None, preview).await;
+    assert_eq!(status, StatusCode::OK, "{shown}");
+    let rows = shown["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{shown}");
+    assert!(rows[0]["refusal"].is_null(), "{shown}");
+    let start = json!({
+        "action": "cancel",
+        "reason": "the partner withdrew every order",
+        "rate_per_sec": 50,
+        "rows": [{"step": rows[0]["step_id"], "version": rows[0]["version"]}],
+    });
+    let (status, started) = post_if_match(&pool, "/api/v1/bulk", &secret, None, start).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    let run = started["id"].as_str().unwrap().to_owned();
+    let mut progress = Value::Null;
+    for _ in 0..100 {
+        (_, progress) = call(
+            &pool,
+            "GET",
+            &format!("/api/v1/bulk/{run}"),
+            Some(&secret),
+            None,
+        )
+        .await;
+        if !progress["finished_at"].is_null() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        !progress["finished_at"].is_null(),
+        "the run did not finish: {progress}"
+    );
+    assert_eq!(state_of(&pool, step).await, "cancelled");
+    let (actor, kind): (String, String) = sqlx::query_as(
+        "select actor, actor_kind from audit where step_id = $1 and action = 'cancel'",
+    )
+    .bind(step)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((actor.as_str(), kind.as_str()), ("night-shift", "api"));
+}
