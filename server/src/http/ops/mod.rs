@@ -95,6 +95,13 @@ pub(super) fn page_size(limit: Option<i64>, default: i64, max: i64) -> Result<i6
     }
 }
 
+/// Whether the token is limited to a creation-key prefix. Only then must an action first read
+/// what it acts on to check the key: for any other token the engine's own row lock finds a
+/// missing row (404) without a second read.
+pub(super) fn scoped(client: &ApiClient) -> bool {
+    client.0.creation_key_prefix.is_some()
+}
+
 /// Refuses a token limited to a creation-key prefix for what spans every workflow.
 pub(super) fn unscoped(client: &ApiClient, what: &str) -> Result<(), ApiError> {
     match &client.0.creation_key_prefix {
