@@ -89,6 +89,9 @@ pub(crate) enum BenchCommand {
     Engine(crate::harness::bench::EngineBenchArgs),
     /// Console page latency at 10k, 100k and 1M workflows, and the front-end's weight.
     Console(crate::harness::bench::ConsoleBenchArgs),
+    /// One worker process of `bench engine` (started by it, not by hand).
+    #[command(hide = true)]
+    EngineWorker(crate::harness::bench::EngineWorkerArgs),
 }
 
 #[derive(Debug, clap::Args)]

@@ -58,6 +58,10 @@ impl Cli {
                     bench::engine(args).await?;
                     Ok(ExitCode::SUCCESS)
                 }
+                Command::Bench(BenchCommand::EngineWorker(args)) => {
+                    bench::engine_worker(args).await?;
+                    Ok(ExitCode::SUCCESS)
+                }
                 Command::Bench(BenchCommand::Console(args)) => {
                     bench::console(args).await?;
                     Ok(ExitCode::SUCCESS)

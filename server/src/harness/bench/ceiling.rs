@@ -1,26 +1,8 @@
-//! What PostgreSQL itself reports and sustains, for the engine bench's ratios: transactions and
-//! statements so far, and the machine's single-row commit ceiling.
+//! The machine's single-row commit ceiling, the denominator of the engine bench's ratios.
 
 use std::time::{Duration, Instant};
 
 use sqlx::PgPool;
-
-/// Statements executed so far, by `pg_stat_statements` (when the server loads it).
-pub(super) async fn statement_calls(pool: &PgPool) -> Option<i64> {
-    sqlx::query_scalar("select sum(calls)::bigint from pg_stat_statements")
-        .fetch_one(pool)
-        .await
-        .ok()
-}
-
-/// Transactions committed or rolled back in this database so far.
-pub(super) async fn xacts(pool: &PgPool) -> anyhow::Result<i64> {
-    Ok(sqlx::query_scalar(
-        "select (xact_commit + xact_rollback)::bigint from pg_stat_database where datname = current_database()",
-    )
-    .fetch_one(pool)
-    .await?)
-}
 
 /// The machine's commit ceiling as pgbench measures it with a one-row script: single-row
 /// `UPDATE` transactions per second, `clients` at once, through `pool`.

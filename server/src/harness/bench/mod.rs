@@ -5,10 +5,13 @@ mod ceiling;
 mod cluster;
 mod console_bench;
 mod engine_bench;
+mod fleet;
 mod instant;
 mod load;
+mod pgstats;
 mod session;
 
 pub use cluster::BenchDatabase;
 pub use console_bench::{ConsoleBenchArgs, console};
 pub use engine_bench::{EngineBenchArgs, engine};
+pub use fleet::{EngineWorkerArgs, engine_worker};
