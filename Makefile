@@ -12,12 +12,12 @@ Z29C := $(CARGO_TARGET_DIR)/$(PROFILE)/z29c
 LEPTOS_FLAGS := $(if $(filter release,$(PROFILE)),--release,)
 TOOLS := $(if $(filter release,$(PROFILE)),release,build)
 
-.PHONY: help run build test lint unit e2e openapi scenarios bench-engine bench-console sqlx-prepare migrate-both clean
+.PHONY: help run build test lint unit e2e openapi scenarios bench-engine bench-pgbench bench-console sqlx-prepare migrate-both clean
 
 help:
 	@echo "make run     build and serve the console at http://\$${Z29C_ADDR:-127.0.0.1:3000} (PROFILE=release for an optimised build)"
 	@echo "make test    every check and test: fmt, clippy, .sqlx, Rust tests, browser tests"
-	@echo "make bench-engine, make bench-console   the benchmarks (release build; figures in the README)"
+	@echo "make bench-engine, make bench-pgbench, make bench-console   the benchmarks (release build; figures in the README)"
 
 ## Build the server and the hydrating wasm together (they must come from one build).
 build:
@@ -60,6 +60,11 @@ bench-engine:
 	cargo build --release -p server --features ssr --bin z29c
 	$(CARGO_TARGET_DIR)/release/z29c bench engine
 	$(CARGO_TARGET_DIR)/release/z29c bench engine --http
+
+## The engine's transactions alone, in pgbench, before and after the pipeline (on a private cluster).
+bench-pgbench:
+	cargo build --release -p server --features ssr --bin z29c
+	$(CARGO_TARGET_DIR)/release/z29c db exec -- scripts/pgbench/run.sh
 
 bench-console:
 	cargo build --release -p server --features ssr --bin z29c
