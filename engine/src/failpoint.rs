@@ -9,6 +9,9 @@ pub const COMPILED_IN: bool = cfg!(feature = "failpoints");
 /// A place between two commits where the harness may kill the process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FaultPoint {
+    /// A batch's claim committed (its leases, its request identities, and checkpoint 3 for the
+    /// steps whose contract allows it there); none of its calls has been made.
+    AfterBatchClaim,
     /// The request identity is durable; the call has not been made.
     AfterObligationCommit,
     /// The destination answered; nothing about the answer is durable yet.
@@ -24,7 +27,8 @@ pub enum FaultPoint {
 }
 
 /// Every failpoint, in protocol order.
-pub const POINTS: [FaultPoint; 6] = [
+pub const POINTS: [FaultPoint; 7] = [
+    FaultPoint::AfterBatchClaim,
     FaultPoint::AfterObligationCommit,
     FaultPoint::AfterResponseBeforeObservation,
     FaultPoint::AfterReceiptBeforeAck,
@@ -37,6 +41,7 @@ impl FaultPoint {
     /// The name `Z29C_FAILPOINT` arms it by.
     pub fn name(self) -> &'static str {
         match self {
+            FaultPoint::AfterBatchClaim => "after_batch_claim",
             FaultPoint::AfterObligationCommit => "after_obligation_commit",
             FaultPoint::AfterResponseBeforeObservation => "after_response_before_observation",
             FaultPoint::AfterReceiptBeforeAck => "after_receipt_before_ack",

@@ -194,27 +194,26 @@ async fn insert_steps(
     definition: &Definition,
     adapters: &[(String, Option<String>)],
 ) -> sqlx::Result<()> {
-    for (spec, (_, adapter)) in definition.steps().iter().zip(adapters) {
-        let state = if spec.depends_on.is_empty() {
-            StepState::Ready
-        } else {
-            StepState::Blocked
-        };
-        step::insert(
-            conn,
-            &NewStep {
-                workflow,
-                logical: &spec.logical,
-                definition_version: definition.version(),
-                kind: spec.kind,
-                adapter: adapter.as_deref(),
-                state,
-                depends_on: spec.depends_on.clone(),
-                required_fields: spec.required_fields.clone(),
-                accepts_waiver: spec.accepts_waiver,
+    let steps: Vec<NewStep> = definition
+        .steps()
+        .iter()
+        .zip(adapters)
+        .map(|(spec, (_, adapter))| NewStep {
+            workflow,
+            logical: &spec.logical,
+            definition_version: definition.version(),
+            kind: spec.kind,
+            adapter: adapter.as_deref(),
+            state: if spec.depends_on.is_empty() {
+                StepState::Ready
+            } else {
+                StepState::Blocked
             },
-        )
-        .await?;
-    }
+            depends_on: spec.depends_on.clone(),
+            required_fields: spec.required_fields.clone(),
+            accepts_waiver: spec.accepts_waiver,
+        })
+        .collect();
+    step::insert_all(conn, &steps).await?;
     Ok(())
 }

@@ -101,6 +101,7 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let violations = engine::watch::invariants::check(&db.pool).await?;
+    let orphans = engine::watch::invariants::orphans(&db.pool).await?;
     db.close().await?;
     for kind in engine::watch::invariants::KINDS {
         let found: Vec<_> = violations.iter().filter(|v| v.kind == kind).collect();
@@ -117,7 +118,19 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
             println!("    {}  {}", v.subject, v.evidence);
         }
     }
-    Ok(if violations.is_empty() {
+    println!(
+        "{:<45} {}",
+        "references_without_their_row",
+        if orphans.is_empty() {
+            "ok".to_owned()
+        } else {
+            format!("{} reference(s) broken", orphans.len())
+        }
+    );
+    for o in &orphans {
+        println!("    {}  {} row(s), e.g. {}", o.reference, o.rows, o.example);
+    }
+    Ok(if violations.is_empty() && orphans.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -163,7 +163,6 @@ fn attempt_view(a: engine::read::evidence::AttemptEvidence) -> super::types::Att
         number: a.number,
         id: a.id.to_string(),
         worker: a.worker,
-        lease_until: evidence_time(Some(a.lease_expires_at)),
         started: evidence_time(Some(a.started_at)),
         call_began: evidence_time(a.invoked_at),
         ended: evidence_time(a.ended_at),

@@ -137,7 +137,7 @@ fn Evidence(e: StepEvidence) -> impl IntoView {
                     .map(|a| view! {
                         <tr data-attempt=a.id>
                             <td class="num">{a.number}</td>
-                            <td>{a.worker}<br /><span class="muted small">{a.lease_until}</span></td>
+                            <td>{a.worker}</td>
                             <td class="small">{a.started}<br />{a.call_began}<br />{a.ended}</td>
                             <td>{a.outcome}</td>
                             <td class="small">{a.observation}</td>

@@ -7,7 +7,6 @@ pub struct AttemptView {
     pub number: i32,
     pub id: String,
     pub worker: String,
-    pub lease_until: String,
     pub started: String,
     pub call_began: String,
     pub ended: String,

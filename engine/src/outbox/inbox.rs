@@ -53,6 +53,45 @@ pub trait Consumer: Send + Sync {
         tx: &'a mut PgConnection,
         event: &'a Event,
     ) -> BoxFuture<'a, sqlx::Result<()>>;
+
+    /// Applies `events` (in outbox order, each new to this consumer) inside `tx`, which also
+    /// records them in its inbox. One at a time unless the consumer knows better.
+    fn handle_batch<'a>(
+        &'a self,
+        tx: &'a mut PgConnection,
+        events: &'a [Event],
+    ) -> BoxFuture<'a, sqlx::Result<()>> {
+        Box::pin(async move {
+            for event in events {
+                self.handle(&mut *tx, event).await?;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Records `events` in `consumer`'s inbox and applies those that were new to it, all in `tx`.
+/// Returns how many were new.
+pub async fn take_all(
+    tx: &mut PgConnection,
+    consumer: &dyn Consumer,
+    events: &[Event],
+) -> sqlx::Result<usize> {
+    let ids: Vec<Uuid> = events.iter().map(|e| e.event_id).collect();
+    let fresh: std::collections::HashSet<Uuid> =
+        store::outbox::record_all_in_inbox(&mut *tx, consumer.name(), &ids)
+            .await?
+            .into_iter()
+            .collect();
+    let fresh: Vec<Event> = events
+        .iter()
+        .filter(|e| fresh.contains(&e.event_id))
+        .cloned()
+        .collect();
+    if !fresh.is_empty() {
+        consumer.handle_batch(tx, &fresh).await?;
+    }
+    Ok(fresh.len())
 }
 
 /// Where a workflow event stands against what a consumer has applied.

@@ -2,6 +2,8 @@
 //! projection `/metrics` exposes, and notification candidates. Each can be dropped and
 //! rebuilt from durable state ([`rebuild`]).
 
+use std::collections::{BTreeMap, HashMap};
+
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
@@ -63,6 +65,94 @@ impl Consumer for StatusProjection {
             Ok(())
         })
     }
+
+    /// A batch, as [`Consumer::handle`] would take its events one by one, in a few statements:
+    /// each workflow is re-projected once, however many of its events the batch holds.
+    fn handle_batch<'a>(
+        &'a self,
+        tx: &'a mut PgConnection,
+        events: &'a [Event],
+    ) -> BoxFuture<'a, sqlx::Result<()>> {
+        Box::pin(async move {
+            let brought = revisions_by_workflow(events);
+            if brought.is_empty() {
+                return Ok(());
+            }
+            let ids: Vec<Uuid> = brought.keys().copied().collect();
+            let applied = applied_revisions(tx, self.name(), &ids).await?;
+            let mut repairs = 0;
+            let mut live = Vec::new();
+            for (workflow, revisions) in &brought {
+                let applied = applied.get(workflow).copied().unwrap_or(0);
+                // The first event this projection has not reflected: the next, or past a gap.
+                if let Some(first) = revisions.iter().find(|r| **r > applied) {
+                    repairs += i64::from(*first != applied + 1);
+                    live.push(*workflow);
+                }
+            }
+            if live.is_empty() {
+                return Ok(());
+            }
+            if repairs > 0 {
+                count(
+                    tx,
+                    "z29c_projection_repairs_total",
+                    &[("consumer", self.name())],
+                    repairs,
+                )
+                .await?;
+            }
+            let projected = crate::read::status::project_many(tx, &live).await?;
+            let settled: Vec<i64> = projected
+                .iter()
+                .map(|p| {
+                    p.revision
+                        .max(brought[&p.workflow].last().copied().unwrap_or(0))
+                })
+                .collect();
+            let workflows: Vec<Uuid> = projected.iter().map(|p| p.workflow).collect();
+            store::projection::upsert_statuses(
+                tx,
+                &workflows,
+                &projected.iter().map(|p| p.revision).collect::<Vec<_>>(),
+                &projected.iter().map(|p| p.state).collect::<Vec<_>>(),
+                &projected
+                    .iter()
+                    .map(|p| p.sentence.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .await?;
+            store::outbox::record_revisions(tx, self.name(), &workflows, &settled).await
+        })
+    }
+}
+
+/// The revisions a batch brings for each workflow, ascending.
+fn revisions_by_workflow(events: &[Event]) -> BTreeMap<Uuid, Vec<i64>> {
+    let mut brought: BTreeMap<Uuid, Vec<i64>> = BTreeMap::new();
+    for event in events {
+        if let (Some(workflow), Some(revision)) = (event.workflow_id, event.revision) {
+            brought.entry(workflow).or_default().push(revision);
+        }
+    }
+    for revisions in brought.values_mut() {
+        revisions.sort_unstable();
+    }
+    brought
+}
+
+/// What `consumer` has applied for `workflows`, locked until the transaction ends.
+async fn applied_revisions(
+    tx: &mut PgConnection,
+    consumer: &str,
+    workflows: &[Uuid],
+) -> sqlx::Result<HashMap<Uuid, i64>> {
+    Ok(
+        store::outbox::lock_applied_revisions(tx, consumer, workflows)
+            .await?
+            .into_iter()
+            .collect(),
+    )
 }
 
 /// Counters of what happened, by event: commutative, so order never matters and the inbox
@@ -80,6 +170,36 @@ impl Consumer for MetricsProjection {
         event: &'a Event,
     ) -> BoxFuture<'a, sqlx::Result<()>> {
         Box::pin(count_event(tx, event))
+    }
+
+    /// A batch's counters added up first, then written in one statement.
+    fn handle_batch<'a>(
+        &'a self,
+        tx: &'a mut PgConnection,
+        events: &'a [Event],
+    ) -> BoxFuture<'a, sqlx::Result<()>> {
+        Box::pin(async move {
+            let mut sums: BTreeMap<(&'static str, String), i64> = BTreeMap::new();
+            for event in events {
+                for (name, labels) in counters_of(event) {
+                    let mut labels: Vec<(&str, &str)> =
+                        labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                    labels.sort_unstable();
+                    let labels = serde_json::to_string(&labels).expect("labels serialize");
+                    *sums.entry((name, labels)).or_default() += 1;
+                }
+            }
+            if sums.is_empty() {
+                return Ok(());
+            }
+            let (mut names, mut labels, mut by) = (Vec::new(), Vec::new(), Vec::new());
+            for ((name, label), n) in sums {
+                names.push(name.to_owned());
+                labels.push(label);
+                by.push(n);
+            }
+            store::projection::add_to_counters(tx, &names, &labels, &by).await
+        })
     }
 }
 
@@ -196,6 +316,73 @@ impl Consumer for NotificationCandidates {
                 &status.status,
             )
             .await
+        })
+    }
+
+    /// A batch's state changes, as [`Consumer::handle`] would take them one by one, with each
+    /// workflow's revisions locked once and its candidates written in one statement.
+    fn handle_batch<'a>(
+        &'a self,
+        tx: &'a mut PgConnection,
+        events: &'a [Event],
+    ) -> BoxFuture<'a, sqlx::Result<()>> {
+        Box::pin(async move {
+            let changes: Vec<&Event> = events
+                .iter()
+                .filter(|e| e.kind() == Some(EventKind::WorkflowStateChanged))
+                .collect();
+            let mut brought: BTreeMap<Uuid, Vec<(i64, bool)>> = BTreeMap::new();
+            for event in &changes {
+                if let (Some(workflow), Some(revision)) = (event.workflow_id, event.revision) {
+                    let worth_telling = matches!(
+                        event.payload["to"].as_str(),
+                        Some("completed" | "needs_review" | "cancelled")
+                    );
+                    brought
+                        .entry(workflow)
+                        .or_default()
+                        .push((revision, worth_telling));
+                }
+            }
+            if brought.is_empty() {
+                return Ok(());
+            }
+            let ids: Vec<Uuid> = brought.keys().copied().collect();
+            let applied = applied_revisions(tx, self.name(), &ids).await?;
+            let (mut settled, mut candidates) = (Vec::new(), Vec::new());
+            for (workflow, mut revisions) in brought {
+                revisions.sort_unstable();
+                let mut at = applied.get(&workflow).copied().unwrap_or(0);
+                for (revision, worth_telling) in revisions {
+                    if revision <= at {
+                        continue;
+                    }
+                    at = revision;
+                    if worth_telling {
+                        candidates.push((workflow, revision));
+                    }
+                }
+                settled.push((workflow, at));
+            }
+            let (workflows, revisions): (Vec<Uuid>, Vec<i64>) = settled.into_iter().unzip();
+            store::outbox::record_revisions(tx, self.name(), &workflows, &revisions).await?;
+            if candidates.is_empty() {
+                return Ok(());
+            }
+            let told: Vec<Uuid> = candidates.iter().map(|(w, _)| *w).collect();
+            let projected = crate::read::status::project_many(tx, &told).await?;
+            let (mut ws, mut rs, mut states, mut sentences) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for (workflow, revision) in candidates {
+                if let Some(p) = projected.iter().find(|p| p.workflow == workflow) {
+                    ws.push(workflow);
+                    rs.push(revision);
+                    states.push(p.state);
+                    sentences.push(p.sentence.clone());
+                }
+            }
+            store::projection::insert_notification_candidates(tx, &ws, &rs, &states, &sentences)
+                .await
         })
     }
 }

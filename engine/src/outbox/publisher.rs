@@ -1,7 +1,9 @@
 //! The publisher (docs/DESIGN.md §10): delivers every outbox event at least once to each
-//! consumer it is given, each delivery in that consumer's own transaction, and marks the event
-//! published only after all of them took it. Which consumers exist is the caller's choice
-//! (`outbox::consumers` builds the standard set).
+//! consumer it is given, and marks the event published only after all of them took it. A batch
+//! reaches each consumer in one transaction of that consumer's own, with its inbox rows; no
+//! transaction stays open across consumers (an open one would hold back the cleanup that HOT
+//! updates need). One publisher delivers at a time, across every process, by an advisory lock.
+//! Which consumers exist is the caller's choice (`outbox::consumers` builds the standard set).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +12,7 @@ use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 
 use crate::failpoint::{self, FaultPoint};
-use crate::outbox::inbox::{Consumer, Event, take};
+use crate::outbox::inbox::{Consumer, Event, take, take_all};
 use crate::store;
 use crate::watch::latency;
 
@@ -28,32 +30,51 @@ impl Publisher {
         Self {
             pool,
             consumers: Arc::new(consumers),
-            batch: 200,
+            batch: 500,
         }
     }
 
-    /// One pass: claims up to a batch of unpublished events (skipping rows another publisher
-    /// holds), delivers each to every consumer, then marks them published. Returns how many
-    /// were published. An error leaves the batch unmarked: it is delivered again, and the
-    /// consumers that already took an event ignore it.
+    /// One pass: unless another publisher is delivering, reads up to a batch of unpublished
+    /// events, hands the whole batch to each consumer in turn, then marks them published.
+    /// Returns how many were published. An error leaves the batch unmarked: it is delivered
+    /// again, and the consumers that already took an event ignore it.
     pub async fn publish_once(&self) -> sqlx::Result<usize> {
-        let mut claim = self.pool.begin().await?;
-        let events = store::outbox::take_batch(&mut claim, self.batch).await?;
-        if events.is_empty() {
+        let mut turn = self.pool.acquire().await?;
+        if !store::outbox::try_lock_publisher(&mut turn).await? {
             return Ok(0);
         }
-        let mut ids = Vec::with_capacity(events.len());
-        for (id, row) in events {
-            let event = Event::from(row);
-            for consumer in self.consumers.iter() {
-                self.deliver(consumer.as_ref(), &event).await?;
-            }
+        let published = self.publish_batch().await;
+        if let Err(error) = store::outbox::unlock_publisher(&mut turn).await {
+            // A session that cannot say it let go must not go back to the pool holding on.
+            tracing::warn!(%error, "could not release the publisher's lock; closing its connection");
+            let _ = turn.detach();
+        }
+        published
+    }
+
+    async fn publish_batch(&self) -> sqlx::Result<usize> {
+        let rows = {
+            let mut conn = self.pool.acquire().await?;
+            store::outbox::unpublished(&mut conn, self.batch).await?
+        };
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let (ids, events): (Vec<i64>, Vec<Event>) = rows
+            .into_iter()
+            .map(|(id, row)| (id, Event::from(row)))
+            .unzip();
+        for consumer in self.consumers.iter() {
+            let mut tx = self.pool.begin().await?;
+            take_all(&mut tx, consumer.as_ref(), &events).await?;
+            tx.commit().await?;
+        }
+        for event in &events {
             latency::outbox_handled(event.event_id);
-            ids.push(id);
         }
         failpoint::hit(FaultPoint::DuringOutboxPublication);
-        store::outbox::mark_published(&mut claim, &ids).await?;
-        claim.commit().await?;
+        let mut conn = self.pool.acquire().await?;
+        store::outbox::mark_published(&mut conn, &ids).await?;
         Ok(ids.len())
     }
 

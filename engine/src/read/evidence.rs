@@ -133,7 +133,6 @@ pub struct AttemptEvidence {
     pub number: i32,
     pub id: Uuid,
     pub worker: String,
-    pub lease_expires_at: DateTime<Utc>,
     pub started_at: DateTime<Utc>,
     pub invoked_at: Option<DateTime<Utc>>,
     pub ended_at: Option<DateTime<Utc>>,
@@ -262,8 +261,8 @@ async fn subject_and_noun(
 /// Every attempt of step `id`, in order.
 async fn attempts(pool: &PgPool, id: Uuid) -> sqlx::Result<Vec<AttemptEvidence>> {
     let rows = sqlx::query!(
-        r#"select id, number, worker, lease_expires_at as "lease_expires_at: DateTime<Utc>",
-                  started_at as "started_at: DateTime<Utc>", invoked_at as "invoked_at: DateTime<Utc>",
+        r#"select id as "id!", number as "number!", worker as "worker!",
+                  started_at as "started_at!: DateTime<Utc>", invoked_at as "invoked_at: DateTime<Utc>",
                   ended_at as "ended_at: DateTime<Utc>", outcome as "outcome: crate::domain::AttemptOutcome",
                   observation
            from attempt where step_id = $1 order by number"#,
@@ -277,7 +276,6 @@ async fn attempts(pool: &PgPool, id: Uuid) -> sqlx::Result<Vec<AttemptEvidence>>
             number: a.number,
             id: a.id,
             worker: a.worker,
-            lease_expires_at: a.lease_expires_at,
             started_at: a.started_at,
             invoked_at: a.invoked_at,
             ended_at: a.ended_at,
@@ -362,7 +360,7 @@ async fn siblings(
 ) -> sqlx::Result<Vec<(Uuid, String, i32, StepState)>> {
     let rows = sqlx::query!(
         r#"select id, logical, generation, state as "state: StepState" from step
-           where workflow_id = $1 and id <> $2 order by created_at, generation"#,
+           where workflow_id = $1 and id <> $2 order by created_at, generation, id"#,
         workflow,
         id
     )

@@ -21,9 +21,9 @@ pub async fn counters(pool: &PgPool) -> sqlx::Result<Vec<(String, String, i64)>>
 /// waited).
 pub async fn waiting_steps(pool: &PgPool) -> sqlx::Result<Vec<(String, i64, f64)>> {
     let rows = sqlx::query!(
-        r#"select state::text as "state!", count(*) as "n!",
+        r#"select waiting::text as "state!", count(*) as "n!",
                   coalesce(extract(epoch from now() - min(unknown_since)), 0)::float8 as "oldest!"
-           from step where state in ('outcome_unknown', 'review_required', 'rejected') group by state"#
+           from step where waiting is not null group by waiting"#
     )
     .fetch_all(pool)
     .await?;
@@ -54,11 +54,12 @@ pub async fn violations_by_kind(pool: &PgPool) -> sqlx::Result<Vec<(String, i64)
 }
 
 /// Attempts that ended because their worker was lost while the request was under way, counted
-/// from their partial index alone (`attempt_lost_during_call_idx`).
+/// from the partial index of their ending observations alone (`observation_lost_during_call_idx`).
 pub async fn lease_expiries_after_request_began(pool: &PgPool) -> sqlx::Result<i64> {
     sqlx::query_scalar!(
-        r#"select count(*) as "n!" from attempt
-           where observation ->> 'observed' = 'worker_lost' and observation ->> 'during_call' = 'true'"#
+        r#"select count(*) as "n!" from observation
+           where outcome is not null
+             and body ->> 'observed' = 'worker_lost' and body ->> 'during_call' = 'true'"#
     )
     .fetch_one(pool)
     .await

@@ -69,10 +69,10 @@ pub async fn queue(
            from step s
            join workflow w on w.id = s.workflow_id
            left join adapter a on a.name = s.adapter
-           where s.state in ('outcome_unknown', 'review_required', 'rejected')
+           where s.waiting is not null
              and not exists (select 1 from step r where r.replaces_step_id = s.id)
              and ($1::timestamptz is null or (s.unknown_since, s.id) > ($1, $2::uuid))
-             and ($4::step_state is null or s.state = $4)
+             and ($4::step_state is null or s.waiting = $4)
              and ($5::text is null or s.adapter = $5)
              and ($6::text is null or w.definition_name = $6)
              and ($7::bigint is null or s.unknown_since < now() - make_interval(secs => $7::bigint))
@@ -124,8 +124,8 @@ pub struct QueueCounts {
 pub async fn queue_counts(pool: &PgPool) -> sqlx::Result<QueueCounts> {
     let rows = sqlx::query!(
         r#"select state as "state!: StepState", adapter as "adapter!", sum(n)::bigint as "n!"
-           from (select state, coalesce(adapter, '') as adapter, count(*) as n from step
-                 where state in ('outcome_unknown', 'review_required', 'rejected')
+           from (select waiting as state, coalesce(adapter, '') as adapter, count(*) as n from step
+                 where waiting is not null
                  group by 1, 2
                  union all
                  select o.state, coalesce(o.adapter, ''), -count(*) from step r

@@ -94,7 +94,7 @@ pub async fn outcome_stats(pool: &PgPool) -> sqlx::Result<OutcomeStats> {
                   count(*) filter (where age >= interval '1 hour' and age < interval '1 day') as "d!",
                   count(*) filter (where age >= interval '1 day') as "e!"
            from (select now() - unknown_since as age from step
-                 where state in ('outcome_unknown', 'review_required', 'rejected')) w"#
+                 where waiting is not null) w"#
     )
     .fetch_one(pool)
     .await?;

@@ -52,8 +52,96 @@ pub async fn project_on(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
     let Some(workflow) = crate::store::workflow::by_id(&mut *conn, id).await? else {
         return Ok(None);
     };
-    let rows = sqlx::query!(
-        r#"select s.id, s.logical, s.generation, s.state as "state: StepState", s.attempt_count, s.depends_on,
+    let rows = step_rows(conn, &[id]).await?;
+    let (status_step, words) =
+        status_words(conn, &workflow.definition_name, workflow.definition_version).await?;
+    let status = sentence(&rows, &status_step, &words);
+    let steps = rows
+        .into_iter()
+        .map(|r| StepStatus {
+            id: r.id,
+            logical: r.logical,
+            generation: r.generation,
+            state: r.state,
+            label: r.state.label(),
+            attempts: r.attempt_count,
+            request_key: r.request_key,
+            external_reference: r.external_reference,
+            depends_on: r.depends_on,
+        })
+        .collect();
+    Ok(Some(WorkflowStatus {
+        id: workflow.id,
+        creation_key: workflow.creation_key,
+        definition: workflow.definition_name,
+        definition_version: workflow.definition_version,
+        state: workflow.state,
+        status,
+        revision: workflow.revision,
+        created_at: workflow.created_at,
+        updated_at: workflow.updated_at,
+        steps,
+    }))
+}
+
+/// What a status consumer records of one workflow: its state, the revision that reflects, and
+/// the customer's sentence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Projected {
+    pub workflow: Uuid,
+    pub state: WorkflowState,
+    pub revision: i64,
+    pub sentence: String,
+}
+
+/// [`project_on`] for many workflows in two statements, keeping only what the status and
+/// notification consumers record.
+pub async fn project_many(conn: &mut PgConnection, ids: &[Uuid]) -> sqlx::Result<Vec<Projected>> {
+    let workflows = sqlx::query!(
+        r#"select id, definition_name, definition_version, state as "state: WorkflowState", revision
+           from workflow where id = any($1)"#,
+        ids
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let rows = step_rows(conn, ids).await?;
+    let mut projected = Vec::with_capacity(workflows.len());
+    for w in workflows {
+        let (status_step, words) =
+            status_words(conn, &w.definition_name, w.definition_version).await?;
+        let own: Vec<&StepRow> = rows.iter().filter(|r| r.workflow_id == w.id).collect();
+        projected.push(Projected {
+            workflow: w.id,
+            state: w.state,
+            revision: w.revision,
+            sentence: sentence(own.iter().copied(), &status_step, &words),
+        });
+    }
+    Ok(projected)
+}
+
+/// One step as the projection reads it, with what its sentence depends on.
+struct StepRow {
+    workflow_id: Uuid,
+    id: Uuid,
+    logical: String,
+    generation: i32,
+    state: StepState,
+    attempt_count: i32,
+    depends_on: Vec<String>,
+    request_key: Option<String>,
+    external_reference: Option<String>,
+    duplicate: Option<String>,
+    withdrawals_done: Option<bool>,
+    cancel_withdrawn: Option<bool>,
+}
+
+/// The steps of `workflows`, each workflow's in the order they were made.
+async fn step_rows(conn: &mut PgConnection, workflows: &[Uuid]) -> sqlx::Result<Vec<StepRow>> {
+    sqlx::query_as!(
+        StepRow,
+        r#"select s.workflow_id, s.id, s.logical, s.generation, s.state as "state: StepState",
+                  s.attempt_count, s.depends_on,
                   s.request_key, r.external_reference as "external_reference?",
                   (select case when bool_or(i.resolved_at is null) then 'open'
                                when bool_or(i.disposition = 'withdrawal_requested') then 'withdrawn'
@@ -66,61 +154,36 @@ pub async fn project_on(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
                    join step cs on cs.id = c.compensation_step_id
                    where c.original_step_id = s.id and c.incident_id is null) as cancel_withdrawn
            from step s left join receipt r on r.id = s.receipt_id
-           where s.workflow_id = $1
-           order by s.created_at, s.generation"#,
-        id
+           where s.workflow_id = any($1)
+           order by s.workflow_id, s.created_at, s.generation, s.id"#,
+        workflows
     )
-    .fetch_all(&mut *conn)
-    .await?;
-    // The sentence speaks of the definition's status step, in the definition's words.
-    let (status_step, words) =
-        status_words(conn, &workflow.definition_name, workflow.definition_version).await?;
-    let mut sentence = status_sentence(&words, StepState::Ready, None, DuplicateStatus::None);
-    let steps = rows
-        .into_iter()
-        .map(|r| {
-            if r.logical == status_step {
-                let duplicate = match r.duplicate.as_deref() {
-                    Some("open") => DuplicateStatus::Open,
-                    Some("withdrawn") if r.withdrawals_done == Some(true) => {
-                        DuplicateStatus::Withdrawn
-                    }
-                    Some("withdrawn") => DuplicateStatus::WithdrawalRequested,
-                    Some("unresolved") => DuplicateStatus::AcceptedUnresolved,
-                    _ => DuplicateStatus::None,
-                };
-                sentence = match r.cancel_withdrawn {
-                    Some(withdrawn) => withdrawal_sentence(&words, withdrawn),
-                    None => {
-                        status_sentence(&words, r.state, r.external_reference.as_deref(), duplicate)
-                    }
-                };
-            }
-            StepStatus {
-                id: r.id,
-                logical: r.logical,
-                generation: r.generation,
-                state: r.state,
-                label: r.state.label(),
-                attempts: r.attempt_count,
-                request_key: r.request_key,
-                external_reference: r.external_reference,
-                depends_on: r.depends_on,
-            }
-        })
-        .collect();
-    Ok(Some(WorkflowStatus {
-        id: workflow.id,
-        creation_key: workflow.creation_key,
-        definition: workflow.definition_name,
-        definition_version: workflow.definition_version,
-        state: workflow.state,
-        status: sentence,
-        revision: workflow.revision,
-        created_at: workflow.created_at,
-        updated_at: workflow.updated_at,
-        steps,
-    }))
+    .fetch_all(conn)
+    .await
+}
+
+/// The customer's sentence: the definition's status step in its words (the latest row of that
+/// step counts, so a replacement speaks for the step it replaced).
+fn sentence<'r>(
+    rows: impl IntoIterator<Item = &'r StepRow>,
+    status_step: &str,
+    words: &StepWords,
+) -> String {
+    let mut sentence = status_sentence(words, StepState::Ready, None, DuplicateStatus::None);
+    for r in rows.into_iter().filter(|r| r.logical == status_step) {
+        let duplicate = match r.duplicate.as_deref() {
+            Some("open") => DuplicateStatus::Open,
+            Some("withdrawn") if r.withdrawals_done == Some(true) => DuplicateStatus::Withdrawn,
+            Some("withdrawn") => DuplicateStatus::WithdrawalRequested,
+            Some("unresolved") => DuplicateStatus::AcceptedUnresolved,
+            _ => DuplicateStatus::None,
+        };
+        sentence = match r.cancel_withdrawn {
+            Some(withdrawn) => withdrawal_sentence(words, withdrawn),
+            None => status_sentence(words, r.state, r.external_reference.as_deref(), duplicate),
+        };
+    }
+    sentence
 }
 
 /// The step the sentence speaks of, and its words: the definition's status step.

@@ -67,7 +67,7 @@ pub async fn read_facts(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
         r#"select s.workflow_id, s.state as "state: StepState", s.kind as "kind: StepKind",
                   s.logical, s.definition_version, s.adapter, a.contract as "contract?",
                   s.request_key, s.updated_at as "updated_at: chrono::DateTime<chrono::Utc>",
-                  case when s.lease_expires_at > now() then s.lease_expires_at end
+                  (select l.expires_at from lease l where l.id = s.lease_id and l.expires_at > now())
                       as "leased_until: chrono::DateTime<chrono::Utc>",
                   rc.external_reference as "receipt_reference?",
                   -- Bound, or restored: a request the live system may have sent after the backup,

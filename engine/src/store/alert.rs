@@ -27,7 +27,7 @@ pub async fn current_causes(
            select 'unknown_outcome_age', s.id::text,
                   jsonb_build_object('step', s.id, 'state', s.state, 'since', s.unknown_since)
            from step s
-           where s.state in ('outcome_unknown', 'review_required')
+           where s.waiting in ('outcome_unknown', 'review_required')
              and s.unknown_since < now() - make_interval(secs => $1::bigint)
            union all
            select 'duplicate_incident', i.id::text, jsonb_build_object('step', i.step_id)

@@ -9,87 +9,117 @@ use uuid::Uuid;
 use super::guard::{GuardedError, LeaseLost, guard};
 use crate::domain::{AttemptOutcome, TransportObservation};
 
-/// Marks the unconsumed operator authorizations of `steps` used by the attempts about to be
-/// recorded; returns (step, authorization) pairs.
-pub async fn consume_authorizations(
+/// Checkpoint 2: the authority decision taken just before the boundary, from the suspensions
+/// in force now. It is recorded with the attempt it was taken for ([`record`]); no credential
+/// is involved.
+pub async fn authority_check(
     conn: &mut PgConnection,
-    steps: &[Uuid],
-) -> sqlx::Result<Vec<(Uuid, Uuid)>> {
+    adapter: &str,
+    subject: &str,
+) -> sqlx::Result<Authority> {
+    let suspensions = suspensions(conn).await?;
+    Ok(Authority::decide(&suspensions, adapter, subject))
+}
+
+/// Every authority suspension in force: (scope, value, reason).
+pub async fn suspensions(conn: &mut PgConnection) -> sqlx::Result<Vec<(String, String, String)>> {
     let rows = sqlx::query!(
-        r#"update operator_authorization set consumed_at = now()
-           where step_id = any($1) and consumed_at is null
-           returning step_id, id"#,
-        steps
+        r#"select scope, value, reason from authority_suspension order by scope, value"#
     )
     .fetch_all(conn)
     .await?;
-    Ok(rows.into_iter().map(|r| (r.step_id, r.id)).collect())
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.scope, r.value, r.reason))
+        .collect())
 }
 
-/// Records one open attempt per (step, attempt id, number), in one statement.
-pub async fn insert_attempts(
+/// An authority decision: granted unless a suspension of the adapter or the subject applies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Authority {
+    /// Why it was denied; `None` when granted.
+    pub denied: Option<String>,
+    /// What the attempt records: `{granted, reason, scope}`.
+    pub record: Value,
+}
+
+impl Authority {
+    /// Decides from `suspensions` (scope, value, reason) for `adapter` and `subject`; an adapter
+    /// suspension is named before a subject's.
+    pub fn decide(suspensions: &[(String, String, String)], adapter: &str, subject: &str) -> Self {
+        let denied = suspensions
+            .iter()
+            .find(|(scope, value, _)| scope == "adapter" && value == adapter)
+            .or_else(|| {
+                suspensions
+                    .iter()
+                    .find(|(scope, value, _)| scope == "subject" && value == subject)
+            })
+            .map(|(scope, value, reason)| format!("{scope} {value} is suspended: {reason}"));
+        let record = serde_json::json!({
+            "granted": denied.is_none(),
+            "reason": denied.as_deref().unwrap_or("no suspension applies"),
+            "scope": { "adapter": adapter, "subject": subject, "action": "deliver" },
+        });
+        Self { denied, record }
+    }
+}
+
+/// An attempt about to be recorded: append-only, with the request identity and the authority
+/// decision it was made under.
+#[derive(Debug, Clone)]
+pub struct NewAttempt<'a> {
+    pub id: Uuid,
+    pub step: Uuid,
+    pub worker: &'a str,
+    pub request_key: &'a str,
+    pub request_digest: Option<&'a str>,
+    pub authority: &'a Value,
+}
+
+/// Records attempt `attempt` of a step this worker holds (`running` or in recovery), counting
+/// it on the step. With `invoked`, this is checkpoint 3: the step becomes `invoking` under the
+/// request key, the attempt says when the call began, and the bound request when it was sent.
+/// Without, the attempt never reaches the call (authority denied, request diverged).
+pub async fn record(
     conn: &mut PgConnection,
-    worker: &str,
-    lease_secs: f64,
-    steps: &[Uuid],
-    attempts: &[Uuid],
-    numbers: &[i32],
-    authorizations: &[Option<Uuid>],
-) -> sqlx::Result<()> {
-    sqlx::query!(
-        r#"insert into attempt (id, step_id, number, worker, lease_expires_at, authorization_id)
-           select a, s, n, $1, now() + make_interval(secs => $2), z
-           from unnest($3::uuid[], $4::uuid[], $5::int[], $6::uuid[]) as t(s, a, n, z)"#,
-        worker,
-        lease_secs,
-        steps,
-        attempts,
-        numbers,
-        authorizations as &[Option<Uuid>],
+    attempt: &NewAttempt<'_>,
+    invoked: bool,
+) -> Result<i32, GuardedError> {
+    sqlx::query_scalar!(
+        r#"with counted as (
+               update step set attempt_count = attempt_count + 1, updated_at = now(),
+                      state = case when $7 then 'invoking'::step_state else state end,
+                      request_key = case when $7 then $4 else request_key end
+               where id = $2 and lease_holder = $3 and state in ('running', 'outcome_unknown')
+               returning attempt_count
+           ), recorded as (
+               insert into attempt_start (id, step_id, number, worker, started_at, invoked_at,
+                                          request_key, request_digest, authority)
+               select $1, $2, attempt_count, $3, clock_timestamp(), case when $7 then clock_timestamp() end,
+                      $4, $5, $6
+               from counted
+           ), sent as (
+               update external_request set first_sent_at = coalesce(first_sent_at, now()), last_sent_at = now()
+               where $7 and request_key = $4 and exists (select 1 from counted)
+           )
+           select attempt_count from counted"#,
+        attempt.id,
+        attempt.step,
+        attempt.worker,
+        attempt.request_key,
+        attempt.request_digest,
+        attempt.authority,
+        invoked,
     )
-    .execute(conn)
-    .await?;
-    Ok(())
+    .fetch_optional(conn)
+    .await?
+    .ok_or(LeaseLost { step: attempt.step }.into())
 }
 
-/// Checkpoint 2's record: the authority decision taken just before the boundary.
-pub async fn authority_check(
-    conn: &mut PgConnection,
-    step: Uuid,
-    attempt: Uuid,
-    adapter: &str,
-    subject: &str,
-) -> sqlx::Result<Option<String>> {
-    let suspension = sqlx::query_scalar!(
-        r#"select scope || ' ' || value || ' is suspended: ' || reason as "why!"
-           from authority_suspension
-           where (scope = 'adapter' and value = $1) or (scope = 'subject' and value = $2)
-           order by scope limit 1"#,
-        adapter,
-        subject,
-    )
-    .fetch_optional(&mut *conn)
-    .await?;
-    let scope = serde_json::json!({ "adapter": adapter, "subject": subject, "action": "deliver" });
-    let reason = suspension
-        .clone()
-        .unwrap_or_else(|| "no suspension applies".to_owned());
-    sqlx::query!(
-        r#"insert into authority_decision (step_id, attempt_id, granted, scope, reason)
-           values ($1, $2, $3, $4, $5)"#,
-        step,
-        attempt,
-        suspension.is_none(),
-        scope,
-        reason,
-    )
-    .execute(conn)
-    .await?;
-    Ok(suspension)
-}
-
-/// Checkpoint 5: ends the attempt with its outcome and observation (never touched again) and
-/// appends the observation to the step's timeline.
+/// Checkpoint 5: ends the attempt with its outcome, by appending the observation that names
+/// it to the step's timeline. An attempt ends once: if it has ended already (the sweeper ended
+/// it), this worker's view is stale.
 pub async fn end_attempt(
     conn: &mut PgConnection,
     step: Uuid,
@@ -98,27 +128,21 @@ pub async fn end_attempt(
     observation: &TransportObservation,
 ) -> Result<(), GuardedError> {
     let body = serde_json::to_value(observation).expect("an observation serializes");
-    // One round trip: the attempt ends and its observation joins the timeline, or neither.
-    let rows = sqlx::query_scalar!(
-        r#"with ended as (
-               update attempt set ended_at = now(), outcome = $2, observation = $3
-               where id = $1 and ended_at is null
-               returning id
-           ), observed as (
-               insert into observation (step_id, attempt_id, request_key, kind, body)
-               select $4, id, $5, 'transport', $3 from ended
-           )
-           select count(*) as "n!" from ended"#,
-        attempt,
-        observation.outcome() as AttemptOutcome,
-        body,
+    let rows = sqlx::query!(
+        r#"insert into observation (step_id, attempt_id, request_key, kind, body, outcome)
+           select $1, $2, $3, 'transport', $4, $5
+           where not exists (select 1 from receipt where attempt_id = $2)
+           on conflict (attempt_id) where outcome is not null do nothing"#,
         step,
+        attempt,
         request_key,
+        body,
+        observation.outcome() as AttemptOutcome,
     )
-    .fetch_one(conn)
-    .await?;
-    // Someone else (the sweeper) ended it: this worker's view is stale.
-    guard(u64::try_from(rows).unwrap_or(0), step)
+    .execute(conn)
+    .await?
+    .rows_affected();
+    guard(rows, step)
 }
 
 /// Appends an observation (transport, lookup or compensation) to the step's timeline.
@@ -171,60 +195,4 @@ pub async fn millis_since_last_call_ended(
     .fetch_optional(conn)
     .await
     .map(|m| m.unwrap_or(0))
-}
-
-/// The newest attempt of `step` that has not ended.
-pub async fn open_attempt<'e, E>(executor: E, step: Uuid) -> sqlx::Result<Uuid>
-where
-    E: sqlx::PgExecutor<'e>,
-{
-    sqlx::query_scalar!(
-        r#"select id from attempt where step_id = $1 and ended_at is null order by number desc limit 1"#,
-        step
-    )
-    .fetch_one(executor)
-    .await
-}
-
-/// Ends the open attempt of a pure step, which has no transport to observe.
-pub async fn end_pure_attempt(conn: &mut PgConnection, attempt: Uuid) -> sqlx::Result<()> {
-    sqlx::query!(
-        r#"update attempt set ended_at = now(), outcome = 'succeeded' where id = $1 and ended_at is null"#,
-        attempt
-    )
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
-/// Counts and records a new attempt for a step this worker holds in recovery; returns its number.
-pub async fn begin_recovery_attempt(
-    conn: &mut PgConnection,
-    step: Uuid,
-    worker: &str,
-    attempt: Uuid,
-    lease_secs: f64,
-    authorization: Option<Uuid>,
-) -> Result<i32, GuardedError> {
-    let number = sqlx::query_scalar!(
-        r#"update step set attempt_count = attempt_count + 1, updated_at = now()
-           where id = $1 and lease_holder = $2 and state = 'outcome_unknown'
-           returning attempt_count"#,
-        step,
-        worker,
-    )
-    .fetch_optional(&mut *conn)
-    .await?
-    .ok_or(LeaseLost { step })?;
-    insert_attempts(
-        conn,
-        worker,
-        lease_secs,
-        &[step],
-        &[attempt],
-        &[number],
-        &[authorization],
-    )
-    .await?;
-    Ok(number)
 }

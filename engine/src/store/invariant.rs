@@ -67,9 +67,10 @@ where
 
         union all
         select 'lease_expired_after_call_without_review', s.id::text,
-               jsonb_build_object('attempt', a.id, 'invoked_at', a.invoked_at, 'lease_expired_at', s.lease_expires_at)
+               jsonb_build_object('attempt', a.id, 'invoked_at', a.invoked_at, 'lease_expired_at', l.expires_at)
         from step s join attempt a on a.step_id = s.id and a.ended_at is null and a.invoked_at is not null
-        where s.state = 'invoking' and s.lease_expires_at < now() - interval '1 minute'
+        left join lease l on l.id = s.lease_id
+        where s.state = 'invoking' and coalesce(l.expires_at, '-infinity') < now() - interval '1 minute'
         "#
     )
     .fetch_all(executor)
@@ -100,4 +101,71 @@ where
     .execute(executor)
     .await?;
     Ok(())
+}
+
+/// Rows whose reference points at nothing, for every reference the hot tables keep without a
+/// foreign key (docs/DESIGN.md §4): (the reference, how many rows, one of them). Scans whole
+/// tables, so it runs on demand (`z29c check`), never in the workers' periodic check.
+pub async fn orphans<'e, E>(executor: E) -> sqlx::Result<Vec<(String, i64, String)>>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    let rows = sqlx::query!(
+        r#"select reference as "reference!", count(*) as "rows!", min(example) as "example!" from (
+               select 'attempt_start.step_id -> step' as reference, a.id::text as example
+               from attempt_start a where not exists (select 1 from step s where s.id = a.step_id)
+               union all
+               select 'attempt_start.authorization_id -> operator_authorization', a.id::text
+               from attempt_start a where a.authorization_id is not null
+                 and not exists (select 1 from operator_authorization o where o.id = a.authorization_id)
+               union all
+               select 'external_request.step_id -> step', q.request_key
+               from external_request q where not exists (select 1 from step s where s.id = q.step_id)
+               union all
+               select 'external_request.adapter -> adapter', q.request_key
+               from external_request q where not exists (select 1 from adapter d where d.name = q.adapter)
+               union all
+               select 'external_request.replaces_key -> external_request', q.request_key
+               from external_request q where q.replaces_key is not null
+                 and not exists (select 1 from external_request o where o.request_key = q.replaces_key)
+               union all
+               select 'receipt.step_id -> step', r.id::text
+               from receipt r where not exists (select 1 from step s where s.id = r.step_id)
+               union all
+               select 'receipt.workflow_id -> workflow', r.id::text
+               from receipt r where not exists (select 1 from workflow w where w.id = r.workflow_id)
+               union all
+               select 'receipt.request_key -> external_request', r.id::text
+               from receipt r where not exists (select 1 from external_request q where q.request_key = r.request_key)
+               union all
+               select 'step.receipt_id -> receipt', s.id::text
+               from step s where s.receipt_id is not null
+                 and not exists (select 1 from receipt r where r.id = s.receipt_id)
+               union all
+               select 'observation.step_id -> step', o.id::text
+               from observation o where not exists (select 1 from step s where s.id = o.step_id)
+               union all
+               select 'observation.attempt_id -> attempt_start', o.id::text
+               from observation o where o.attempt_id is not null
+                 and not exists (select 1 from attempt_start a where a.id = o.attempt_id)
+               union all
+               select 'outbox.workflow_id -> workflow', e.event_id::text
+               from outbox e where e.workflow_id is not null
+                 and not exists (select 1 from workflow w where w.id = e.workflow_id)
+               union all
+               select 'status_projection.workflow_id -> workflow', p.workflow_id::text
+               from status_projection p where not exists (select 1 from workflow w where w.id = p.workflow_id)
+               union all
+               select 'consumer_revision.workflow_id -> workflow', c.workflow_id::text
+               from consumer_revision c where not exists (select 1 from workflow w where w.id = c.workflow_id)
+           ) o
+           group by reference
+           order by reference"#
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.reference, r.rows, r.example))
+        .collect())
 }

@@ -1,6 +1,8 @@
-//! Leases on steps (docs/DESIGN.md §4): who may act on a step now. A write after a lease that
-//! touches no row is [`LeaseLost`]: another worker, or the sweeper, owns the step, and the
-//! stale writer changes nothing.
+//! Leases on steps (docs/DESIGN.md §4): who may act on a step now. A lease is a row of `lease`,
+//! one per claimed batch (or per operator's check), naming its holder, its expiry and its steps;
+//! each step names its lease and holder. A renewal writes the one lease row. A write after a
+//! lease that touches no row is [`LeaseLost`]: another worker, or the sweeper, owns the step,
+//! and the stale writer changes nothing.
 
 use sqlx::{Executor, PgConnection, Postgres};
 use uuid::Uuid;
@@ -9,50 +11,6 @@ use super::guard::{GuardedError, guard};
 use super::step::Claimed;
 use crate::definition::StepKind;
 use crate::domain::{StepState, TransportObservation};
-
-/// Checkpoint 1, for up to `limit` steps at once: leases ready steps (and outcome-unknown steps
-/// due for recovery) with `FOR UPDATE SKIP LOCKED`. Ready steps move to `running` and count
-/// an attempt; [`insert_attempts`] records those attempts in the same transaction.
-pub async fn claim(
-    conn: &mut PgConnection,
-    worker: &str,
-    limit: i64,
-    lease_secs: f64,
-) -> sqlx::Result<Vec<Claimed>> {
-    sqlx::query_as!(
-        Claimed,
-        r#"with due as (
-               select id from step
-               where state in ('ready', 'outcome_unknown') and run_after <= now()
-                 and (lease_expires_at is null or lease_expires_at < now())
-               order by run_after
-               limit $2
-               for update skip locked
-           )
-           update step s
-              set lease_holder = $1,
-                  lease_expires_at = now() + make_interval(secs => $3),
-                  run_after = now() + make_interval(secs => $3),
-                  state = case when s.state = 'ready' then 'running'::step_state else s.state end,
-                  attempt_count = s.attempt_count + case when s.state = 'ready' then 1 else 0 end,
-                  updated_at = now()
-             from due, workflow w
-            where s.id = due.id and w.id = s.workflow_id
-           returning s.id, s.workflow_id, s.logical, w.definition_name, s.definition_version,
-                     s.kind as "kind: StepKind", s.adapter,
-                     s.state as "state: StepState", s.request_key, s.attempt_count,
-                     s.unknown_since as "unknown_since: _",
-                     coalesce(s.input, w.input) as "workflow_input!",
-                     (select c.external_reference from compensation_link c
-                       where c.compensation_step_id = s.id) as withdraws,
-                     w.state = 'pending' as "workflow_pending!", null::uuid as attempt"#,
-        worker,
-        limit,
-        lease_secs,
-    )
-    .fetch_all(conn)
-    .await
-}
 
 /// Leases one step for an operator's lookup, whatever its state, unless someone holds it.
 /// The caller has locked the row and checked that the action is permitted.
@@ -64,12 +22,19 @@ pub async fn lease_for_operator(
 ) -> sqlx::Result<Option<Claimed>> {
     sqlx::query_as!(
         Claimed,
-        r#"update step s
-              set lease_holder = $2, lease_expires_at = now() + make_interval(secs => $3),
-                  updated_at = now()
-             from workflow w
+        r#"with free as (
+               select s.id from step s
+               where s.id = $1
+                 and not exists (select 1 from lease l where l.id = s.lease_id and l.expires_at > now())
+           ), leased as (
+               insert into lease (id, holder, expires_at, steps)
+               select $4, $2, now() + make_interval(secs => $3), array[id] from free
+               returning id
+           )
+           update step s
+              set lease_holder = $2, lease_id = leased.id, updated_at = now()
+             from workflow w, leased
             where s.id = $1 and w.id = s.workflow_id
-              and (s.lease_expires_at is null or s.lease_expires_at < now())
            returning s.id, s.workflow_id, s.logical, w.definition_name, s.definition_version,
                      s.kind as "kind: StepKind", s.adapter,
                      s.state as "state: StepState", s.request_key, s.attempt_count,
@@ -81,12 +46,13 @@ pub async fn lease_for_operator(
         step,
         holder,
         lease_secs,
+        Uuid::now_v7(),
     )
     .fetch_optional(conn)
     .await
 }
 
-/// Extends the lease of a step this worker holds; fails with [`LeaseLost`] otherwise.
+/// Extends the lease under which this worker holds `step`; fails with [`LeaseLost`] otherwise.
 pub async fn renew_lease<'e, E>(
     executor: E,
     step: Uuid,
@@ -97,9 +63,9 @@ where
     E: Executor<'e, Database = Postgres>,
 {
     let rows = sqlx::query!(
-        r#"update step set lease_expires_at = now() + make_interval(secs => $3),
-                           run_after = now() + make_interval(secs => $3)
-           where id = $1 and lease_holder = $2"#,
+        r#"update lease l set expires_at = now() + make_interval(secs => $3)
+           from step s
+           where s.id = $1 and s.lease_holder = $2 and l.id = s.lease_id"#,
         step,
         worker,
         lease_secs,
@@ -108,6 +74,28 @@ where
     .await?
     .rows_affected();
     guard(rows, step)
+}
+
+/// Extends every lease in `leases` that `holder` still holds: one row per batch in flight.
+pub async fn renew_leases<'e, E>(
+    executor: E,
+    holder: &str,
+    leases: &[Uuid],
+    lease_secs: f64,
+) -> sqlx::Result<u64>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    Ok(sqlx::query!(
+        r#"update lease set expires_at = now() + make_interval(secs => $3)
+           where id = any($1) and holder = $2"#,
+        leases,
+        holder,
+        lease_secs,
+    )
+    .execute(executor)
+    .await?
+    .rows_affected())
 }
 
 /// Locks a step this worker holds, for a transaction that settles it (and so ends the lease
@@ -127,14 +115,15 @@ pub async fn hold_lease(
     guard(u64::from(held.is_some()), step)
 }
 
-/// Releases this worker's lease without changing the step's state.
+/// Releases this worker's lease without changing the step's state (a claimable step is queued
+/// again by the table's trigger).
 pub async fn release_lease(
     conn: &mut PgConnection,
     step: Uuid,
     worker: &str,
 ) -> Result<(), GuardedError> {
     let rows = sqlx::query!(
-        r#"update step set lease_holder = null, lease_expires_at = null, updated_at = now()
+        r#"update step set lease_holder = null, lease_id = null, updated_at = now()
            where id = $1 and lease_holder = $2"#,
         step,
         worker,
@@ -145,69 +134,88 @@ pub async fn release_lease(
     guard(rows, step)
 }
 
-/// Sweeper, part 1: steps whose worker vanished before persisting a request identity. No call
-/// was made, so their open attempts end `failed_before_effect` and the steps are ready again.
-pub async fn reclaim_expired_before_call(conn: &mut PgConnection) -> sqlx::Result<Vec<Uuid>> {
-    let body = serde_json::to_value(TransportObservation::WorkerLost { during_call: false })
-        .expect("an observation serializes");
-    sqlx::query_scalar!(
-        r#"with expired as (
-               select id from step where state = 'running' and lease_expires_at < now()
-               for update skip locked
-           ), ended as (
-               update attempt a set ended_at = now(), outcome = 'failed_before_effect', observation = $1
-               from expired e where a.step_id = e.id and a.ended_at is null
-               returning a.id, a.step_id
-           ), observed as (
-               insert into observation (step_id, attempt_id, kind, body)
-               select step_id, id, 'transport', $1 from ended
-           )
-           update step s set state = 'ready', lease_holder = null, lease_expires_at = null,
-                             run_after = now(), updated_at = now()
-           from expired e where s.id = e.id
-           returning s.id"#,
-        body
-    )
-    .fetch_all(conn)
-    .await
+/// What the sweeper did with the steps of expired leases.
+#[derive(Debug, Default)]
+pub struct Reclaimed {
+    /// Steps whose worker vanished before persisting a request identity: ready again.
+    pub to_ready: Vec<Uuid>,
+    /// Steps whose worker vanished after it: (step, workflow), in recovery.
+    pub to_recovery: Vec<(Uuid, Uuid)>,
 }
 
-/// Sweeper, part 2: steps whose worker vanished after persisting a request identity. The call
-/// may have happened: their attempts end `outcome_unknown`, the steps go to recovery.
-pub async fn reclaim_expired_during_call(
-    conn: &mut PgConnection,
-) -> sqlx::Result<Vec<(Uuid, Uuid)>> {
-    let body = serde_json::to_value(TransportObservation::WorkerLost { during_call: true })
-        .expect("an observation serializes");
+/// The sweeper: ends what the holders of expired leases left unfinished, then drops the
+/// leases. A step still `running` made no call: its open attempt ends `failed_before_effect`
+/// and the step is ready again. A step `invoking` may have been sent: its open attempt ends
+/// `outcome_unknown` (or `failed_before_effect` if it never reached the call) and the step
+/// goes to recovery. Any other step under such a lease (an operator's check) is released.
+pub async fn reclaim_expired(conn: &mut PgConnection) -> sqlx::Result<Reclaimed> {
+    let expired = sqlx::query_scalar!(
+        r#"select id from lease where expires_at < now() order by id for update skip locked"#
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    if expired.is_empty() {
+        return Ok(Reclaimed::default());
+    }
     let before = serde_json::to_value(TransportObservation::WorkerLost { during_call: false })
         .expect("an observation serializes");
-    let rows = sqlx::query!(
+    let during = serde_json::to_value(TransportObservation::WorkerLost { during_call: true })
+        .expect("an observation serializes");
+    let to_ready = sqlx::query_scalar!(
         r#"with expired as (
-               select id, workflow_id, request_key from step
-               where state = 'invoking' and lease_expires_at < now()
-               for update skip locked
-           ), ended as (
-               -- An attempt that never reached `invoking` sent nothing, whatever its step did.
-               update attempt a set ended_at = now(),
-                      outcome = case when a.invoked_at is null then 'failed_before_effect'::attempt_outcome
-                                     else 'outcome_unknown'::attempt_outcome end,
-                      observation = case when a.invoked_at is null then $2::jsonb else $1::jsonb end
-               from expired e where a.step_id = e.id and a.ended_at is null
-               returning a.id, a.step_id, a.observation
+               select unnest(steps) as step_id, id as lease_id from lease where id = any($1)
+           ), caught as (
+               update step s set state = 'ready', lease_holder = null, lease_id = null,
+                                 run_after = now(), updated_at = now()
+               from expired e where s.id = e.step_id and s.lease_id = e.lease_id and s.state = 'running'
+               returning s.id, s.request_key
            ), observed as (
-               insert into observation (step_id, attempt_id, request_key, kind, body)
-               select ended.step_id, ended.id, e.request_key, 'transport', ended.observation
-               from ended join expired e on e.id = ended.step_id
+               insert into observation (step_id, attempt_id, request_key, kind, body, outcome)
+               select a.step_id, a.id, c.request_key, 'transport', $2, 'failed_before_effect'
+               from attempt a join caught c on c.id = a.step_id
+               where a.ended_at is null
            )
-           update step s set state = 'outcome_unknown', lease_holder = null, lease_expires_at = null,
-                             run_after = now(), unknown_since = coalesce(s.unknown_since, now()),
-                             updated_at = now()
-           from expired e where s.id = e.id
-           returning s.id, s.workflow_id"#,
-        body,
+           select id as "id!" from caught"#,
+        &expired,
         before,
     )
-    .fetch_all(conn)
+    .fetch_all(&mut *conn)
     .await?;
-    Ok(rows.into_iter().map(|r| (r.id, r.workflow_id)).collect())
+    let rows = sqlx::query!(
+        r#"with expired as (
+               select unnest(steps) as step_id, id as lease_id from lease where id = any($1)
+           ), caught as (
+               update step s set state = 'outcome_unknown', lease_holder = null, lease_id = null,
+                                 run_after = now(), unknown_since = coalesce(s.unknown_since, now()),
+                                 updated_at = now()
+               from expired e where s.id = e.step_id and s.lease_id = e.lease_id and s.state = 'invoking'
+               returning s.id, s.workflow_id, s.request_key
+           ), observed as (
+               -- An attempt that never reached the call sent nothing, whatever its step did.
+               insert into observation (step_id, attempt_id, request_key, kind, body, outcome)
+               select a.step_id, a.id, c.request_key, 'transport',
+                      case when a.invoked_at is null then $2::jsonb else $3::jsonb end,
+                      case when a.invoked_at is null then 'failed_before_effect'::attempt_outcome
+                           else 'outcome_unknown'::attempt_outcome end
+               from attempt a join caught c on c.id = a.step_id
+               where a.ended_at is null
+           ), released as (
+               update step s set lease_holder = null, lease_id = null, updated_at = now()
+               from expired e where s.id = e.step_id and s.lease_id = e.lease_id
+                 and s.state not in ('running', 'invoking')
+           )
+           select id as "id!", workflow_id as "workflow_id!" from caught"#,
+        &expired,
+        before,
+        during,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    sqlx::query!(r#"delete from lease where id = any($1)"#, &expired)
+        .execute(&mut *conn)
+        .await?;
+    Ok(Reclaimed {
+        to_ready,
+        to_recovery: rows.into_iter().map(|r| (r.id, r.workflow_id)).collect(),
+    })
 }

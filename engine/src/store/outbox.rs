@@ -17,31 +17,6 @@ pub struct EventRow {
     pub payload: Value,
 }
 
-/// Claims up to `batch` unpublished events, oldest first, each with its outbox row id. Rows
-/// another publisher holds are skipped; the claim lasts until `conn`'s transaction ends.
-pub async fn take_batch(conn: &mut PgConnection, batch: i64) -> sqlx::Result<Vec<(i64, EventRow)>> {
-    let rows = sqlx::query!(
-        r#"select id, event_id, workflow_id, revision, kind, payload from outbox
-               where published_at is null order by id limit $1 for update skip locked"#,
-        batch
-    )
-    .fetch_all(conn)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| {
-            let event = EventRow {
-                event_id: r.event_id,
-                workflow_id: r.workflow_id,
-                revision: r.revision,
-                kind: r.kind,
-                payload: r.payload,
-            };
-            (r.id, event)
-        })
-        .collect())
-}
-
 /// Marks the outbox rows `ids` published.
 pub async fn mark_published(conn: &mut PgConnection, ids: &[i64]) -> sqlx::Result<()> {
     sqlx::query!(
@@ -120,6 +95,118 @@ pub async fn record_revision(
         consumer,
         workflow,
         revision,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The advisory lock only the publisher that delivers now holds (one at a time, across every
+/// process): a second publisher waits for its turn instead of delivering the same batch.
+const PUBLISHER_LOCK: i64 = 0x7a32_3963_0001;
+
+/// Takes the publisher's lock on `conn` if no other session holds it.
+pub async fn try_lock_publisher(conn: &mut PgConnection) -> sqlx::Result<bool> {
+    sqlx::query_scalar!(
+        r#"select pg_try_advisory_lock($1) as "locked!""#,
+        PUBLISHER_LOCK
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// Releases the publisher's lock held on `conn`.
+pub async fn unlock_publisher(conn: &mut PgConnection) -> sqlx::Result<()> {
+    sqlx::query_scalar!(
+        r#"select pg_advisory_unlock($1) as "unlocked!""#,
+        PUBLISHER_LOCK
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(())
+}
+
+/// Up to `batch` unpublished events, oldest first, with their outbox row ids; read without
+/// a lock and without a transaction held open (the publisher's lock keeps publishers apart).
+pub async fn unpublished(
+    conn: &mut PgConnection,
+    batch: i64,
+) -> sqlx::Result<Vec<(i64, EventRow)>> {
+    let rows = sqlx::query!(
+        r#"select id, event_id, workflow_id, revision, kind, payload from outbox
+               where published_at is null order by id limit $1"#,
+        batch
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let event = EventRow {
+                event_id: r.event_id,
+                workflow_id: r.workflow_id,
+                revision: r.revision,
+                kind: r.kind,
+                payload: r.payload,
+            };
+            (r.id, event)
+        })
+        .collect())
+}
+
+/// Records in `consumer`'s inbox that it takes `events`; returns the ids that were new to it
+/// (the others are redeliveries).
+pub async fn record_all_in_inbox(
+    conn: &mut PgConnection,
+    consumer: &str,
+    events: &[Uuid],
+) -> sqlx::Result<Vec<Uuid>> {
+    sqlx::query_scalar!(
+        r#"insert into inbox (consumer, event_id) select $1, unnest($2::uuid[])
+           on conflict do nothing returning event_id"#,
+        consumer,
+        events
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// The revisions `consumer` has applied for `workflows` (absent: none yet), locking those
+/// records in workflow order until `conn`'s transaction ends.
+pub async fn lock_applied_revisions(
+    conn: &mut PgConnection,
+    consumer: &str,
+    workflows: &[Uuid],
+) -> sqlx::Result<Vec<(Uuid, i64)>> {
+    let rows = sqlx::query!(
+        r#"select workflow_id, revision from consumer_revision
+           where consumer = $1 and workflow_id = any($2) order by workflow_id for update"#,
+        consumer,
+        workflows
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.workflow_id, r.revision))
+        .collect())
+}
+
+/// [`record_revision`] for many workflows at once.
+pub async fn record_revisions(
+    conn: &mut PgConnection,
+    consumer: &str,
+    workflows: &[Uuid],
+    revisions: &[i64],
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"insert into consumer_revision (consumer, workflow_id, revision)
+           select $1, w, r from unnest($2::uuid[], $3::bigint[]) as t(w, r)
+           on conflict (consumer, workflow_id)
+           do update set revision = greatest(consumer_revision.revision, excluded.revision)"#,
+        consumer,
+        workflows,
+        revisions,
     )
     .execute(conn)
     .await?;

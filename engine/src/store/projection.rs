@@ -163,3 +163,73 @@ pub async fn workflow_ids(conn: &mut PgConnection) -> sqlx::Result<Vec<Uuid>> {
         .fetch_all(conn)
         .await
 }
+
+/// [`add_to_counter`] for many counters at once: `(name, labels, by)` each, labels serialized.
+pub async fn add_to_counters(
+    conn: &mut PgConnection,
+    names: &[String],
+    labels: &[String],
+    by: &[i64],
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"insert into metric_counter (name, labels, value)
+           select n, l, sum(b) from unnest($1::text[], $2::text[], $3::bigint[]) as t(n, l, b)
+           group by n, l
+           on conflict (name, labels) do update set value = metric_counter.value + excluded.value"#,
+        names,
+        labels,
+        by,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// [`upsert_status`] for many workflows at once.
+pub async fn upsert_statuses(
+    conn: &mut PgConnection,
+    workflows: &[Uuid],
+    revisions: &[i64],
+    states: &[WorkflowState],
+    sentences: &[String],
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"insert into status_projection (workflow_id, revision, state, sentence, updated_at)
+           select w, r, s, t, now()
+           from unnest($1::uuid[], $2::bigint[], $3::workflow_state[], $4::text[]) as x(w, r, s, t)
+           on conflict (workflow_id) do update
+              set revision = excluded.revision, state = excluded.state,
+                  sentence = excluded.sentence, updated_at = now()
+            where status_projection.revision <= excluded.revision"#,
+        workflows,
+        revisions,
+        states as &[WorkflowState],
+        sentences,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// [`insert_notification_candidate`] for many (workflow, revision) pairs at once.
+pub async fn insert_notification_candidates(
+    conn: &mut PgConnection,
+    workflows: &[Uuid],
+    revisions: &[i64],
+    states: &[WorkflowState],
+    sentences: &[String],
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"insert into notification_candidate (workflow_id, revision, state, sentence)
+           select w, r, s, t
+           from unnest($1::uuid[], $2::bigint[], $3::workflow_state[], $4::text[]) as x(w, r, s, t)
+           on conflict (workflow_id, revision) do nothing"#,
+        workflows,
+        revisions,
+        states as &[WorkflowState],
+        sentences,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}

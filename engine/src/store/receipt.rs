@@ -89,7 +89,7 @@ pub async fn commit_receipt(
                returning id
            ), succeeded as (
                update step set state = 'succeeded', receipt_id = (select id from receipted), lease_holder = null,
-                               lease_expires_at = null, unknown_since = null, updated_at = now()
+                               lease_id = null, unknown_since = null, updated_at = now()
                where id = $10 and ($11::text is null or lease_holder = $11)
                  and exists (select 1 from receipted)
                returning id

@@ -36,18 +36,19 @@ pub async fn send_to_recovery(
 ) -> sqlx::Result<Vec<(Uuid, Uuid)>> {
     let rows = sqlx::query!(
         r#"with caught as (
-               update step set state = 'outcome_unknown', lease_holder = null, lease_expires_at = null,
+               update step set state = 'outcome_unknown', lease_holder = null, lease_id = null,
                       run_after = now(), unknown_since = coalesce(unknown_since, now())
                where state::text = any($2) and state <> 'blocked' and kind <> 'pure'
                returning id, workflow_id, request_key
-           ), ended as (
-               update attempt a set ended_at = now(), outcome = 'outcome_unknown', observation = $1
-               from caught c where a.step_id = c.id and a.ended_at is null
-               returning a.id, a.step_id
+           ), open as (
+               select a.id, a.step_id from attempt a join caught c on c.id = a.step_id
+               where a.ended_at is null
            ), observed as (
-               insert into observation (step_id, attempt_id, request_key, kind, body)
-               select c.id, e.id, c.request_key, 'transport', $1
-               from caught c left join ended e on e.step_id = c.id
+               -- The open attempt ends with it; a step with none gets the observation alone.
+               insert into observation (step_id, attempt_id, request_key, kind, body, outcome)
+               select c.id, o.id, c.request_key, 'transport', $1,
+                      case when o.id is not null then 'outcome_unknown'::attempt_outcome end
+               from caught c left join open o on o.step_id = c.id
            )
            select id, workflow_id from caught"#,
         restored,
@@ -61,7 +62,8 @@ pub async fn send_to_recovery(
 /// Expires the lease of every step still `running`, so the reclaim that follows finds them.
 pub async fn expire_running_leases(conn: &mut PgConnection) -> sqlx::Result<()> {
     sqlx::query!(
-        r#"update step set lease_expires_at = now() - interval '1 second' where state = 'running'"#
+        r#"update lease set expires_at = now() - interval '1 second'
+           where id in (select lease_id from step where state = 'running')"#
     )
     .execute(conn)
     .await?;

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::guard::{GuardedError, guard};
 use crate::definition::StepKind;
-use crate::domain::StepState;
+use crate::domain::{RequestKey, StepKey, StepState};
 
 /// A step about to be inserted with its workflow.
 #[derive(Debug, Clone)]
@@ -24,27 +24,41 @@ pub struct NewStep<'a> {
     pub accepts_waiver: bool,
 }
 
-/// Inserts a step; returns its id.
-pub async fn insert(conn: &mut PgConnection, step: &NewStep<'_>) -> sqlx::Result<Uuid> {
-    let id = Uuid::now_v7();
+/// Inserts the steps of a new workflow in one statement. An external step gets its request
+/// key now: it is derived, never random, and setting it later would change an indexed column
+/// on the happy path (docs/DESIGN.md §4).
+pub async fn insert_all(conn: &mut PgConnection, steps: &[NewStep<'_>]) -> sqlx::Result<()> {
+    let rows: Vec<Value> = steps
+        .iter()
+        .map(|s| {
+            let key = (s.kind != StepKind::Pure).then(|| {
+                RequestKey::derive(s.workflow, &StepKey::new(s.logical, s.definition_version))
+                    .as_str()
+                    .to_owned()
+            });
+            serde_json::json!({
+                "id": Uuid::now_v7(), "workflow_id": s.workflow, "logical": s.logical,
+                "definition_version": s.definition_version, "kind": s.kind, "adapter": s.adapter,
+                "state": s.state, "depends_on": s.depends_on, "required_fields": s.required_fields,
+                "accepts_waiver": s.accepts_waiver, "request_key": key,
+            })
+        })
+        .collect();
     sqlx::query!(
         r#"insert into step (id, workflow_id, logical, definition_version, kind, adapter, state,
-                             depends_on, required_fields, accepts_waiver)
-           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"#,
-        id,
-        step.workflow,
-        step.logical,
-        step.definition_version,
-        step.kind as StepKind,
-        step.adapter,
-        step.state as StepState,
-        &step.depends_on,
-        &step.required_fields,
-        step.accepts_waiver,
+                             depends_on, required_fields, accepts_waiver, request_key)
+           select t.id, t.workflow_id, t.logical, t.definition_version, t.kind, t.adapter, t.state,
+                  array(select jsonb_array_elements_text(t.depends_on)),
+                  array(select jsonb_array_elements_text(t.required_fields)),
+                  t.accepts_waiver, t.request_key
+           from jsonb_to_recordset($1) as t(id uuid, workflow_id uuid, logical text,
+                definition_version int, kind step_kind, adapter text, state step_state,
+                depends_on jsonb, required_fields jsonb, accepts_waiver bool, request_key text)"#,
+        Value::Array(rows),
     )
     .execute(conn)
     .await?;
-    Ok(id)
+    Ok(())
 }
 
 /// A step leased by a worker, with what it needs to run.
@@ -112,39 +126,6 @@ pub async fn dependency_facts(conn: &mut PgConnection, workflow: Uuid) -> sqlx::
     .await
 }
 
-/// Checkpoint 3: the step is `invoking` under `key`, the attempt records when the call began.
-pub async fn mark_invoking(
-    conn: &mut PgConnection,
-    step: Uuid,
-    worker: &str,
-    attempt: Uuid,
-    key: &str,
-) -> Result<(), GuardedError> {
-    // One round trip: the step, its attempt and the request identity move together, and only
-    // when the lease is still ours.
-    let rows = sqlx::query_scalar!(
-        r#"with invoking as (
-               update step set state = 'invoking', request_key = $3, updated_at = now()
-               where id = $1 and lease_holder = $2 and state in ('running', 'outcome_unknown')
-               returning id
-           ), began as (
-               update attempt set invoked_at = now()
-               where id = $4 and ended_at is null and exists (select 1 from invoking)
-           ), sent as (
-               update external_request set first_sent_at = coalesce(first_sent_at, now()), last_sent_at = now()
-               where request_key = $3 and exists (select 1 from invoking)
-           )
-           select count(*) as "n!" from invoking"#,
-        step,
-        worker,
-        key,
-        attempt,
-    )
-    .fetch_one(conn)
-    .await?;
-    guard(u64::try_from(rows).unwrap_or(0), step)
-}
-
 /// Completes a pure step with its output, guarded by the lease.
 pub async fn complete_pure(
     conn: &mut PgConnection,
@@ -154,7 +135,7 @@ pub async fn complete_pure(
 ) -> Result<(), GuardedError> {
     let rows = sqlx::query!(
         r#"update step set state = 'succeeded', output = $3, lease_holder = null,
-                           lease_expires_at = null, updated_at = now()
+                           lease_id = null, updated_at = now()
            where id = $1 and lease_holder = $2 and state = 'running'"#,
         step,
         worker,
@@ -194,7 +175,7 @@ pub async fn settle(
         Settle::Rejected => (StepState::Rejected, 0),
     };
     let rows = sqlx::query!(
-        r#"update step set state = $3, lease_holder = null, lease_expires_at = null,
+        r#"update step set state = $3, lease_holder = null, lease_id = null,
                            run_after = now() + make_interval(secs => $4::bigint / 1000.0),
                            unknown_since = case when $3::step_state in ('outcome_unknown', 'review_required', 'rejected')
                                                 then coalesce(unknown_since, now()) end,
@@ -224,6 +205,15 @@ pub async fn release_dependants(conn: &mut PgConnection, workflow: Uuid) -> sqlx
     .await?;
     // A separate statement: its snapshot starts after the lock was granted, so it sees the
     // receipt of a step that finished concurrently (one statement would have started earlier).
+    release_dependants_of(conn, &[workflow]).await
+}
+
+/// Moves the blocked steps of `workflows` whose dependencies now hold what they need to
+/// `ready`; the caller has locked the workflow rows (see [`release_dependants`]).
+pub async fn release_dependants_of(
+    conn: &mut PgConnection,
+    workflows: &[Uuid],
+) -> sqlx::Result<u64> {
     Ok(sqlx::query!(
         // A step marked after a restore may have been sent by the live system since the backup:
         // it starts as outcome unknown, asked about (or reviewed) before anything is sent.
@@ -231,7 +221,7 @@ pub async fn release_dependants(conn: &mut PgConnection, workflow: Uuid) -> sqlx
                state = case when d.restored_at is null then 'ready'::step_state
                             else 'outcome_unknown'::step_state end,
                unknown_since = case when d.restored_at is null then d.unknown_since else now() end
-           where d.workflow_id = $1 and d.state = 'blocked'
+           where d.workflow_id = any($1) and d.state = 'blocked'
              and not exists (
                  select 1 from unnest(d.depends_on) as dep(logical)
                  where not exists (
@@ -240,7 +230,7 @@ pub async fn release_dependants(conn: &mut PgConnection, workflow: Uuid) -> sqlx
                        and (p.state = 'succeeded' or (p.state = 'waived' and d.accepts_waiver))
                        and not exists (select 1 from integrity_incident i
                                        where i.step_id = p.id and i.resolved_at is null)))"#,
-        workflow
+        workflows
     )
     .execute(conn)
     .await?

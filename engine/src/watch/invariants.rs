@@ -45,6 +45,30 @@ pub async fn check(pool: &PgPool) -> sqlx::Result<Vec<Violation>> {
     Ok(violations)
 }
 
+/// References without their row, as `z29c check` reports them: the hot tables keep their
+/// references without foreign keys, so that no insert on the happy path pays for a check.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Orphans {
+    /// `table.column -> table`, as the reference is named.
+    pub reference: String,
+    pub rows: i64,
+    /// One of the rows, by its id or key.
+    pub example: String,
+}
+
+/// Every reference of the hot tables that points at nothing (a full scan: on demand only).
+pub async fn orphans(pool: &PgPool) -> sqlx::Result<Vec<Orphans>> {
+    Ok(invariant::orphans(pool)
+        .await?
+        .into_iter()
+        .map(|(reference, rows, example)| Orphans {
+            reference,
+            rows,
+            example,
+        })
+        .collect())
+}
+
 /// What [`prepare_resume`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Resume {
@@ -83,7 +107,9 @@ pub async fn prepare_resume(pool: &PgPool) -> sqlx::Result<Resume> {
     let keyed = restore::mark_restored(&mut tx, &unfinished).await?;
     let to_recovery = restore::send_to_recovery(&mut tx, &restored, &unfinished).await?;
     restore::expire_running_leases(&mut tx).await?;
-    let to_ready = crate::store::lease::reclaim_expired_before_call(&mut tx).await?;
+    let to_ready = crate::store::lease::reclaim_expired(&mut tx)
+        .await?
+        .to_ready;
     for (_, workflow) in &to_recovery {
         crate::store::workflow::refresh_state(&mut tx, *workflow).await?;
     }

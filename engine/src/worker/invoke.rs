@@ -1,59 +1,30 @@
-//! Checkpoints 2–6 of docs/DESIGN.md §4 for an attempt already recorded: authority and the
-//! request identity before any byte is sent, the call outside any transaction, then the
-//! observation and the receipt (or where the step goes next) in one transaction.
+//! Checkpoints 2–6 of docs/DESIGN.md §4 one step at a time: a recovery's new attempt under the
+//! same key (authority and the request identity before any byte is sent, the call outside any
+//! transaction, then the observation and the receipt in one transaction), and the one-step
+//! conclusion a batch falls back to for a result it could not settle with the others.
 
 use std::time::Instant;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::work::Conclusion;
 use super::{
     StepReport, Worker, WorkerError, adapter_for, definition_of, request_key, settled_state,
 };
 use crate::adapter::{Adapter, PrepareError, PreparedRequest, WithdrawalObservation};
-use crate::definition::InputError;
+use crate::definition::{Definition, InputError};
 use crate::domain::{
     AttemptOutcome, EventKind, ReceiptMethod, RequestKey, StepState, TransportObservation,
 };
 use crate::failpoint::{self, BrokenRule, FaultPoint};
 use crate::store::step::{self, Claimed, Settle};
-use crate::store::{attempt, lease, request, workflow};
+use crate::store::{attempt, conclusion, lease, request, workflow};
 use crate::watch::latency;
 
 impl Worker {
-    /// A pure step: a deterministic transform of the input, with no boundary to cross.
-    #[tracing::instrument(name = "checkpoint.pure", skip_all)]
-    pub(super) async fn run_pure(&self, step: &Claimed) -> Result<StepReport, WorkerError> {
-        let definition = definition_of(&self.pool, step).await?;
-        let attempt = match step.attempt {
-            Some(attempt) => attempt,
-            None => self.open_attempt(step).await?,
-        };
-        let mut tx = self.pool.begin().await?;
-        let dependencies = step::dependency_facts(&mut tx, step.workflow_id).await?;
-        let output = definition
-            .run_pure(&step.logical, &step.workflow_input, &dependencies)
-            .map_err(|source| WorkerError::Definition {
-                step: step.id,
-                source,
-            })?;
-        attempt::end_pure_attempt(&mut tx, attempt).await?;
-        step::complete_pure(&mut tx, step.id, &self.config.name, &output).await?;
-        step::release_dependants(&mut tx, step.workflow_id).await?;
-        workflow::announce(
-            &mut tx,
-            step.workflow_id,
-            EventKind::StepSucceeded,
-            &json!({ "step": step.id, "logical": step.logical }),
-        )
-        .await?;
-        workflow::refresh_state(&mut tx, step.workflow_id).await?;
-        tx.commit().await?;
-        Ok(StepReport::PureCompleted)
-    }
-
-    /// Checkpoints 2–6 for an attempt already recorded, on a step claimed at `claimed_at`.
+    /// Checkpoints 2–6 for attempt `attempt` (not yet recorded) of a step in recovery.
     pub(super) async fn invoke(
         &self,
         step: &Claimed,
@@ -75,7 +46,9 @@ impl Worker {
         let adapter_name = step.adapter.as_deref().unwrap_or_default();
         latency::claim_to_send(adapter_name, claimed_at.elapsed());
         let sent = Instant::now();
-        let observation = self.call(step, adapter.as_ref(), &key, &prepared).await;
+        let observation = self
+            .call_alone(step, adapter.as_ref(), &key, &prepared)
+            .await;
         latency::adapter_call(adapter_name, observation.outcome(), sent.elapsed());
         failpoint::hit(if step.withdraws.is_some() {
             FaultPoint::DuringCompensationAcceptance
@@ -95,20 +68,9 @@ impl Worker {
                 observation.clone(),
             )
             .await;
-        if let Err(WorkerError::LeaseLost(_)) = &concluded {
-            // The step belongs to someone else now and this worker changes none of its state,
-            // but what the destination answered is evidence: keep it on the timeline.
-            let body = json!({ "late": true, "attempt": attempt, "observation": observation });
-            let mut conn = self.pool.acquire().await?;
-            attempt::record_observation(
-                &mut conn,
-                step.id,
-                Some(attempt),
-                Some(key.as_str()),
-                "transport",
-                &body,
-            )
-            .await?;
+        if let Err(error) = &concluded {
+            self.keep_observation(step, attempt, &key, &observation, error)
+                .await;
         }
         concluded
     }
@@ -135,9 +97,17 @@ impl Worker {
         let mut tx = self.pool.begin().await?;
         let prepared = prepare(&mut tx, step, key, adapter).await?;
         let adapter_name = step.adapter.as_deref().unwrap_or_default();
-        if let Some(reason) =
-            attempt::authority_check(&mut tx, step.id, attempt, adapter_name, &subject).await?
-        {
+        let authority = attempt::authority_check(&mut tx, adapter_name, &subject).await?;
+        let recording = |digest| attempt::NewAttempt {
+            id: attempt,
+            step: step.id,
+            worker: self.name(),
+            request_key: key.as_str(),
+            request_digest: digest,
+            authority: &authority.record,
+        };
+        if let Some(reason) = authority.denied.clone() {
+            attempt::record(&mut tx, &recording(None), false).await?;
             let observation = TransportObservation::AuthorityDenied { reason };
             let report = self
                 .conclude(tx, step, attempt, key, adapter, observation)
@@ -156,7 +126,9 @@ impl Worker {
             },
         )
         .await?;
+        let digest = Some(prepared.request_digest.as_str());
         if bound != prepared.request_digest.as_str() {
+            attempt::record(&mut tx, &recording(digest), false).await?;
             let observation = TransportObservation::RequestDiverged {
                 bound,
                 regenerated: prepared.request_digest.to_string(),
@@ -166,7 +138,7 @@ impl Worker {
                 .await?;
             return Ok(Obligation::Concluded(report));
         }
-        step::mark_invoking(&mut tx, step.id, &self.config.name, attempt, key.as_str()).await?;
+        attempt::record(&mut tx, &recording(digest), true).await?;
         tx.commit().await?;
         Ok(Obligation::Bound(prepared))
     }
@@ -177,7 +149,7 @@ impl Worker {
         skip_all,
         fields(adapter = step.adapter.as_deref().unwrap_or_default(), withdrawal = step.withdraws.is_some())
     )]
-    async fn call(
+    async fn call_alone(
         &self,
         step: &Claimed,
         adapter: &dyn Adapter,
@@ -216,8 +188,10 @@ impl Worker {
         observation: TransportObservation,
     ) -> Result<StepReport, WorkerError> {
         let worker = self.config.name.as_str();
-        // The lease must still be ours before anything is written; every path below settles
-        // the step and so ends the lease in this transaction.
+        // The workflow first, in the order every flush takes it; then the lease must still be
+        // ours before anything is written. Every path below settles the step and so ends the
+        // lease in this transaction.
+        conclusion::lock_workflows(&mut tx, &[step.workflow_id]).await?;
         lease::hold_lease(&mut tx, step.id, worker).await?;
         attempt::end_attempt(&mut tx, step.id, attempt, Some(key.as_str()), &observation).await?;
         let outcome = observation.outcome();
@@ -234,14 +208,7 @@ impl Worker {
             ) => {
                 // The typed receipt fields the adapter's rule read from the answer; dependants
                 // read them as `steps.<name>.<field>` (store::step::dependency_facts).
-                let fields = json!(fields);
-                // The receipt keeps a bounded summary: a rule reading a whole body is cut off.
-                let fields = if fields.to_string().len() > 3072 {
-                    json!({ "omitted": "the typed fields came to more than 3 KiB" })
-                } else {
-                    fields
-                };
-                let summary = json!({ "status": status, "replayed": replayed, "fields": fields });
+                let summary = super::flush::receipt_summary(*status, *replayed, fields);
                 self.hold()
                     .record_reference(&mut tx, step, key, external_reference, method, &summary)
                     .await?
@@ -270,7 +237,7 @@ impl Worker {
 
     /// Where a step goes after an attempt that did not succeed: recovery for an unknown
     /// outcome; a safe retry with back-off, rejection or review for the others.
-    fn settle_after(
+    pub(super) fn settle_after(
         &self,
         step: &Claimed,
         adapter: &dyn Adapter,
@@ -298,6 +265,106 @@ impl Worker {
     }
 }
 
+impl Worker {
+    /// Settles one result alone, in a transaction of its own: what a flush could not settle
+    /// with the others. If even that fails, what the destination answered is kept on the
+    /// step's timeline, and the step waits for its lease to expire and the sweeper.
+    pub(super) async fn conclude_alone(
+        &self,
+        step: Claimed,
+        conclusion: Conclusion,
+    ) -> Result<StepReport, WorkerError> {
+        match conclusion {
+            Conclusion::Pure { output } => {
+                let mut tx = self.pool.begin().await?;
+                conclusion::lock_workflows(&mut tx, &[step.workflow_id]).await?;
+                step::complete_pure(&mut tx, step.id, self.name(), &output).await?;
+                step::release_dependants(&mut tx, step.workflow_id).await?;
+                let event = json!({ "step": step.id, "logical": step.logical });
+                workflow::announce(&mut tx, step.workflow_id, EventKind::StepSucceeded, &event)
+                    .await?;
+                workflow::refresh_state(&mut tx, step.workflow_id).await?;
+                tx.commit().await?;
+                Ok(StepReport::PureCompleted)
+            }
+            Conclusion::Observed {
+                attempt,
+                key,
+                adapter,
+                observation,
+            } => {
+                let tx = self.pool.begin().await?;
+                let concluded = self
+                    .conclude(
+                        tx,
+                        &step,
+                        attempt,
+                        &key,
+                        adapter.as_ref(),
+                        observation.clone(),
+                    )
+                    .await;
+                if let Err(error) = &concluded {
+                    self.keep_observation(&step, attempt, &key, &observation, error)
+                        .await;
+                }
+                concluded
+            }
+        }
+    }
+
+    /// Keeps what the destination answered on the step's timeline when it could not settle
+    /// the step: the lease was lost (the step belongs to someone else now, and this worker
+    /// changes none of its state), or the database refused the result. An answer that cannot
+    /// be stored as it is (a NUL character) is kept as its description.
+    async fn keep_observation(
+        &self,
+        step: &Claimed,
+        attempt: Uuid,
+        key: &RequestKey,
+        observation: &TransportObservation,
+        error: &WorkerError,
+    ) {
+        let late = matches!(error, WorkerError::LeaseLost(_));
+        let mut body = json!({ "late": late, "attempt": attempt, "observation": observation });
+        if !late {
+            body["unsettled"] = json!(error.to_string());
+        }
+        let (step_id, key) = (step.id, Some(key.as_str()));
+        let kept = async {
+            let mut conn = self.pool.acquire().await?;
+            let stored = attempt::record_observation(
+                &mut conn,
+                step_id,
+                Some(attempt),
+                key,
+                "transport",
+                &body,
+            )
+            .await;
+            if let Err(refused) = stored {
+                let described = json!({
+                    "late": late, "attempt": attempt, "unstorable": format!("{observation:?}"),
+                    "refused": refused.to_string(),
+                });
+                attempt::record_observation(
+                    &mut conn,
+                    step_id,
+                    Some(attempt),
+                    key,
+                    "transport",
+                    &described,
+                )
+                .await?;
+            }
+            Ok::<(), sqlx::Error>(())
+        };
+        if let Err(error) = kept.await {
+            tracing::error!(step = %step.id, %error, ?observation, "an observation could not be kept");
+        }
+    }
+}
+
 /// Checkpoints 2–3 either bound the request (and the call may go) or concluded the attempt.
 enum Obligation {
     Bound(PreparedRequest),
@@ -311,14 +378,6 @@ pub(crate) async fn prepare(
     key: &RequestKey,
     adapter: &dyn Adapter,
 ) -> Result<PreparedRequest, WorkerError> {
-    let unprepared = |source: PrepareError| WorkerError::Definition {
-        step: step.id,
-        source: InputError::Invalid(source.0),
-    };
-    if let Some(target) = &step.withdraws {
-        return adapter.prepare_withdrawal(key, target).map_err(unprepared);
-    }
-    let deps = step::dependency_facts(&mut *conn, step.workflow_id).await?;
     // The harness's broken rule: recovery regenerates the request under the newest
     // definition instead of the one the workflow started with.
     let definition = if step.state == StepState::OutcomeUnknown
@@ -335,8 +394,31 @@ pub(crate) async fn prepare(
     } else {
         definition_of(&mut *conn, step).await?
     };
+    let deps = match step.withdraws {
+        Some(_) => Value::Null,
+        None => step::dependency_facts(&mut *conn, step.workflow_id).await?,
+    };
+    render_with(step, key, adapter, &definition, &deps)
+}
+
+/// The request of `step` under `key` rendered by `definition` from its input and `deps` (its
+/// dependencies' facts), as `adapter` sends it; a compensation step's is its withdrawal.
+pub(crate) fn render_with(
+    step: &Claimed,
+    key: &RequestKey,
+    adapter: &dyn Adapter,
+    definition: &Definition,
+    deps: &Value,
+) -> Result<PreparedRequest, WorkerError> {
+    let unprepared = |source: PrepareError| WorkerError::Definition {
+        step: step.id,
+        source: InputError::Invalid(source.0),
+    };
+    if let Some(target) = &step.withdraws {
+        return adapter.prepare_withdrawal(key, target).map_err(unprepared);
+    }
     let rendered = definition
-        .render_request(&step.logical, key.as_str(), &step.workflow_input, &deps)
+        .render_request(&step.logical, key.as_str(), &step.workflow_input, deps)
         .map_err(|source| WorkerError::Definition {
             step: step.id,
             source,

@@ -10,27 +10,32 @@
 //! Checkpoints 2–3 share a transaction, as do 5–6: neither pair has a network call between.
 
 mod claim;
+mod flush;
 pub mod invoke;
+mod leases;
 pub mod lookup;
+mod pipeline;
 mod recover;
+mod work;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sqlx::PgPool;
 use tokio::task::JoinSet;
-use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::adapter::Adapter;
 use crate::adapter::registry::Adapters;
-use crate::definition::{self, Catalog, CatalogError, Definition, StepKind};
+use crate::definition::{self, Catalog, CatalogError, Definition};
 use crate::domain::{AttemptOutcome, RequestKey, StepKey, StepState};
 use crate::store::guard::{self, GuardedError};
 use crate::store::lease;
 use crate::store::step::{self, Claimed, Settle};
 use crate::store::workflow;
-use crate::watch::latency;
+
+/// How often a running worker sweeps expired leases.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 pub use lookup::Hold;
 
@@ -117,6 +122,9 @@ pub enum WorkerError {
         step: Uuid,
         source: definition::InputError,
     },
+    /// The worker is stopping: the step's lease expires and the sweeper hands it on.
+    #[error("{0}")]
+    Stopped(String),
 }
 
 impl From<GuardedError> for WorkerError {
@@ -128,8 +136,7 @@ impl From<GuardedError> for WorkerError {
     }
 }
 
-/// The adapters a worker may call, with the contract version each was registered under.
-
+/// What a pass did with one step.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StepReport {
     PureCompleted,
@@ -155,6 +162,8 @@ pub struct Worker {
     pool: PgPool,
     config: Arc<WorkerConfig>,
     adapters: Arc<Adapters>,
+    /// Calls in flight at once (`WorkerConfig::concurrency`).
+    calls: Arc<tokio::sync::Semaphore>,
 }
 
 impl Worker {
@@ -164,6 +173,7 @@ impl Worker {
         config.name = lease_holder(&config.name);
         Self {
             pool,
+            calls: Arc::new(tokio::sync::Semaphore::new(config.concurrency.max(1))),
             config: Arc::new(config),
             adapters: Arc::new(adapters),
         }
@@ -194,44 +204,65 @@ impl Worker {
         }
     }
 
-    /// Runs until `shutdown` resolves: sweeps expired leases, claims, processes, and checks the
-    /// semantic invariants every `invariant_interval`.
+    /// Runs until `shutdown` resolves: claims a batch whenever a whole one fits in flight,
+    /// sweeps expired leases every second, checks the semantic invariants every
+    /// `invariant_interval`; on shutdown, claims no more and lets every step in flight finish
+    /// its protocol.
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
-        let mut next_check = tokio::time::Instant::now();
+        let lanes = self.start_lanes();
+        let mut tasks = JoinSet::new();
+        let batch = usize::try_from(self.config.batch.max(1)).unwrap_or(64);
+        let capacity = batch * 2;
+        let now = tokio::time::Instant::now;
+        let (mut next_check, mut next_sweep, mut next_refresh) = (now(), now(), now());
         let mut adapters_seen = None;
-        let mut next_refresh = tokio::time::Instant::now();
         loop {
-            // Between passes, never during one: steps in flight finish their protocol first.
             tokio::select! {
                 biased;
-                () = &mut shutdown => return,
+                () = &mut shutdown => break,
                 () = std::future::ready(()) => {}
             }
-            if tokio::time::Instant::now() >= next_check {
+            while tasks.try_join_next().is_some() {}
+            if now() >= next_check {
                 self.check_invariants().await;
-                next_check = tokio::time::Instant::now() + self.config.invariant_interval;
+                next_check = now() + self.config.invariant_interval;
+            }
+            if now() >= next_sweep {
+                if let Err(error) = self.sweep().await {
+                    tracing::warn!(%error, worker = %self.config.name, "sweep failed; retrying");
+                }
+                next_sweep = now() + SWEEP_EVERY;
             }
             if let Some(every) = self.config.adapter_refresh
-                && tokio::time::Instant::now() >= next_refresh
+                && now() >= next_refresh
             {
                 self.refresh_adapters(&mut adapters_seen).await;
-                next_refresh = tokio::time::Instant::now() + every;
+                next_refresh = now() + every;
             }
-            let worked = match self.run_once().await {
-                Ok(reports) => !reports.is_empty(),
-                Err(error) => {
-                    tracing::warn!(%error, worker = %self.config.name, "worker pass failed; retrying");
-                    false
+            let room = capacity.saturating_sub(tasks.len());
+            let claimed = if room >= batch {
+                let limit = i64::try_from(batch).unwrap_or(i64::MAX);
+                match self.take_batch(&lanes, limit, &mut tasks).await {
+                    Ok(claimed) => claimed,
+                    Err(error) => {
+                        tracing::warn!(%error, worker = %self.config.name, "claim failed; retrying");
+                        0
+                    }
                 }
+            } else {
+                0
             };
-            if !worked {
+            if claimed == 0 {
                 tokio::select! {
-                    () = &mut shutdown => return,
+                    () = &mut shutdown => break,
+                    Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
                     () = tokio::time::sleep(self.config.idle_poll) => {}
                 }
             }
         }
+        while tasks.join_next().await.is_some() {}
+        self.stop_lanes(lanes).await;
     }
 
     /// Reloads the adapters when the registry changed since `seen` (a file applied, a
@@ -267,110 +298,32 @@ impl Worker {
         }
     }
 
-    /// One pass: sweep, claim up to a batch, process the batch concurrently.
+    /// One pass, to completion: sweep, claim up to a batch, and run every step of it through
+    /// the protocol; returns each step's report.
     pub async fn run_once(&self) -> Result<Vec<(Uuid, StepReport)>, WorkerError> {
         self.sweep().await?;
-        let claimed = self.claim().await?;
-        let claimed_at = Instant::now();
-        let mut set = JoinSet::new();
-        let mut reports = Vec::with_capacity(claimed.len());
-        for step in claimed {
-            if set.len() >= self.config.concurrency
-                && let Some(done) = set.join_next().await
-            {
-                reports.push(done.expect("a step task does not panic")?);
-            }
-            let worker = self.clone();
-            set.spawn(async move {
-                let id = step.id;
-                worker.process(step, claimed_at).await.map(|r| (id, r))
-            });
+        let lanes = self.start_lanes();
+        let mut tasks = JoinSet::new();
+        let claimed = self.take_batch(&lanes, self.config.batch, &mut tasks).await;
+        let mut reports = Vec::new();
+        while let Some(done) = tasks.join_next().await {
+            reports.push(done.expect("a step task does not panic"));
         }
-        while let Some(done) = set.join_next().await {
-            reports.push(done.expect("a step task does not panic")?);
-        }
+        self.stop_lanes(lanes).await;
+        claimed?;
         Ok(reports)
     }
 
-    /// Ends attempts whose worker vanished and sends their steps to retry or recovery.
+    /// Ends what the holders of expired leases left unfinished: steps not yet sent are ready
+    /// again, steps that may have been sent go to recovery.
     pub async fn sweep(&self) -> Result<(), WorkerError> {
         let mut tx = self.pool.begin().await?;
-        lease::reclaim_expired_before_call(&mut tx).await?;
-        let unknown = lease::reclaim_expired_during_call(&mut tx).await?;
-        for (_, workflow_id) in &unknown {
+        let reclaimed = lease::reclaim_expired(&mut tx).await?;
+        for (_, workflow_id) in &reclaimed.to_recovery {
             workflow::refresh_state(&mut tx, *workflow_id).await?;
         }
         tx.commit().await?;
         Ok(())
-    }
-
-    /// One claimed step, in a span of its own: with tracing on, each attempt is one trace, its
-    /// checkpoint transactions and its call the spans inside (the claim is the batch's).
-    async fn process(&self, step: Claimed, claimed_at: Instant) -> Result<StepReport, WorkerError> {
-        let span = tracing::info_span!(
-            "step.attempt",
-            step = %step.id,
-            workflow = %step.workflow_id,
-            logical = %step.logical,
-            adapter = step.adapter.as_deref().unwrap_or_default(),
-            attempt = step.attempt_count,
-        );
-        let report = self.run_step(&step, claimed_at).instrument(span).await?;
-        if let (
-            Some(adapter),
-            StepReport::Settled {
-                state: StepState::Succeeded,
-                ..
-            }
-            | StepReport::Looked {
-                state: StepState::Succeeded,
-                ..
-            },
-        ) = (&step.adapter, &report)
-        {
-            latency::ready_to_receipt(adapter, claimed_at.elapsed());
-        }
-        Ok(report)
-    }
-
-    async fn run_step(
-        &self,
-        step: &Claimed,
-        claimed_at: Instant,
-    ) -> Result<StepReport, WorkerError> {
-        let result = match (step.kind, step.state) {
-            (StepKind::Pure, _) => self.run_pure(step).await,
-            (_, StepState::OutcomeUnknown) => self.recover(step, claimed_at).await,
-            _ => {
-                let attempt = match step.attempt {
-                    Some(attempt) => attempt,
-                    None => self.open_attempt(step).await?,
-                };
-                self.invoke(step, attempt, claimed_at).await
-            }
-        };
-        match result {
-            Err(WorkerError::LeaseLost(_)) => {
-                tracing::warn!(step = %step.id, "lease lost; another worker owns the step now");
-                Ok(StepReport::LeaseLost)
-            }
-            // A step this code cannot run (an adapter not registered here, an input its
-            // definition refuses) waits for a person instead of looping.
-            Err(error @ (WorkerError::UnknownAdapter { .. } | WorkerError::Definition { .. })) => {
-                tracing::error!(step = %step.id, %error, "step cannot run here; sent to review");
-                self.settle_alone(step, Settle::Review).await?;
-                Ok(StepReport::ToReview)
-            }
-            // One step's trouble must not abort the others in flight: this step keeps its lease
-            // until it expires, and the sweeper hands it on by its checkpoint.
-            Err(error) => {
-                tracing::error!(step = %step.id, %error, "step pass stopped; the sweeper takes over when its lease expires");
-                Ok(StepReport::Stopped {
-                    error: error.to_string(),
-                })
-            }
-            ok => ok,
-        }
     }
 
     /// Settles a step this worker holds, in a transaction of its own.

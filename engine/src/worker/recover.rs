@@ -13,8 +13,8 @@ use crate::domain::{
     decide_after_unknown,
 };
 use crate::failpoint::{self, BrokenRule};
+use crate::store::request;
 use crate::store::step::{Claimed, Settle};
-use crate::store::{attempt, request};
 
 impl Worker {
     /// Whether automatic recovery of `step` has run out of its window.
@@ -130,20 +130,9 @@ impl Worker {
         }
     }
 
-    /// A new attempt under the same key (idempotent replay, or after authoritative absence).
+    /// A new attempt under the same key (idempotent replay, or after authoritative absence),
+    /// recorded with its checkpoint 3.
     async fn resend(&self, step: &Claimed, claimed_at: Instant) -> Result<StepReport, WorkerError> {
-        let attempt = Uuid::now_v7();
-        let mut tx = self.pool.begin().await?;
-        attempt::begin_recovery_attempt(
-            &mut tx,
-            step.id,
-            &self.config.name,
-            attempt,
-            self.lease_secs(),
-            None,
-        )
-        .await?;
-        tx.commit().await?;
-        self.invoke(step, attempt, claimed_at).await
+        self.invoke(step, Uuid::now_v7(), claimed_at).await
     }
 }

@@ -12,6 +12,7 @@ mod invariants;
 mod operate;
 mod operators;
 mod outbox;
+mod pipeline;
 mod replace;
 mod roles;
 mod schemas;

@@ -163,7 +163,7 @@ async fn starting_work_commits_intent_steps_outbox_and_audit_together(pool: PgPo
     .await;
     let id: uuid::Uuid = body["id"].as_str().unwrap().parse().unwrap();
     let states: Vec<(String, String)> = sqlx::query_as(
-        "select logical, state::text from step where workflow_id = $1 order by created_at",
+        "select logical, state::text from step where workflow_id = $1 order by created_at, id",
     )
     .bind(id)
     .fetch_all(&pool)

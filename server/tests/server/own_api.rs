@@ -160,7 +160,7 @@ pub(crate) async fn drive(pool: &PgPool, workflow: &str) -> String {
 
 async fn step_state(pool: &PgPool, workflow: &str) -> String {
     sqlx::query_scalar(
-        "select state::text from step where workflow_id = $1::uuid order by created_at limit 1",
+        "select state::text from step where workflow_id = $1::uuid order by created_at, id limit 1",
     )
     .bind(workflow)
     .fetch_one(pool)

@@ -61,16 +61,15 @@ impl<'p> Step<'p> {
     /// The step row of a worker that took the step up for its first attempt: `state`, leased to
     /// `holder` for an hour, and under `key` once a request identity is persisted.
     async fn taken_up(&self, state: &str, key: Option<&str>, holder: &str) {
+        self.leased_to(holder, Duration::hours(1)).await;
         sqlx::query(
             "update step set state = $2::step_state, request_key = coalesce($3, request_key),
-                             lease_holder = $4, lease_expires_at = now() + interval '1 hour',
                              attempt_count = 1
              where id = $1",
         )
         .bind(self.id)
         .bind(state)
         .bind(key)
-        .bind(holder)
         .execute(self.pool)
         .await
         .unwrap();
@@ -79,7 +78,11 @@ impl<'p> Step<'p> {
     /// Another worker took the step over: `holder` now holds its lease, for `period` from now.
     pub async fn leased_to(&self, holder: &str, period: Duration) {
         sqlx::query(
-            "update step set lease_holder = $2, lease_expires_at = now() + $3 where id = $1",
+            "with leased as (
+                 insert into lease (id, holder, expires_at, steps)
+                 values (gen_random_uuid(), $2, now() + $3, array[$1::uuid]) returning id
+             )
+             update step set lease_holder = $2, lease_id = (select id from leased) where id = $1",
         )
         .bind(self.id)
         .bind(holder)
@@ -92,11 +95,14 @@ impl<'p> Step<'p> {
     /// The worker holding the lease is gone and its lease ran out a second ago: any worker may
     /// now take the step up.
     pub async fn lease_expired(&self) {
-        sqlx::query("update step set lease_expires_at = now() - interval '1 second' where id = $1")
-            .bind(self.id)
-            .execute(self.pool)
-            .await
-            .unwrap();
+        sqlx::query(
+            "update lease set expires_at = now() - interval '1 second'
+             where id = (select lease_id from step where id = $1)",
+        )
+        .bind(self.id)
+        .execute(self.pool)
+        .await
+        .unwrap();
     }
 
     /// An attempt the engine never made: a worker outside it (`rogue`) took attempt `number`,
@@ -105,7 +111,6 @@ impl<'p> Step<'p> {
         attempt(self.pool, self.id)
             .number(number)
             .by("rogue")
-            .lease_for(Duration::zero())
             .invoked()
             .ended(outcome)
             .insert()
@@ -139,8 +144,10 @@ impl<'p> Step<'p> {
                and workflow_id = (select workflow_id from step where id = $1)",
             "delete from receipt where step_id = $1",
             "delete from observation where step_id = $1",
-            "delete from attempt where step_id = $1",
+            "delete from attempt_start where step_id = $1",
             "delete from external_request where step_id = $1",
+            // The claim queue as the backup held it, with the step ready.
+            "insert into step_ready (step_id, run_after) values ($1, now()) on conflict do nothing",
         ] {
             sqlx::query(statement)
                 .bind(self.id)
@@ -152,15 +159,14 @@ impl<'p> Step<'p> {
     }
 }
 
-/// Attempt 1 of `step` by a worker that is `gone`: open, never invoked, its lease an hour from
-/// now. Each setter changes one of these.
+/// Attempt 1 of `step` by a worker that is `gone`: open, never invoked. Each setter changes one
+/// of these.
 pub fn attempt(pool: &PgPool, step: Uuid) -> Attempt<'_> {
     Attempt {
         pool,
         step,
         number: 1,
         worker: "gone".to_owned(),
-        lease: Duration::hours(1),
         invoked: false,
         outcome: None,
     }
@@ -172,7 +178,6 @@ pub struct Attempt<'p> {
     step: Uuid,
     number: i32,
     worker: String,
-    lease: Duration,
     invoked: bool,
     outcome: Option<String>,
 }
@@ -190,12 +195,6 @@ impl Attempt<'_> {
         self
     }
 
-    /// The attempt's lease runs out `period` from now.
-    pub fn lease_for(mut self, period: Duration) -> Self {
-        self.lease = period;
-        self
-    }
-
     /// The adapter call began (checkpoint 3 committed), now.
     pub fn invoked(mut self) -> Self {
         self.invoked = true;
@@ -208,17 +207,22 @@ impl Attempt<'_> {
         self
     }
 
+    /// The attempt, and the observation that ended it if it ended.
     pub async fn insert(self) {
         sqlx::query(
-            "insert into attempt (id, step_id, number, worker, lease_expires_at, invoked_at, ended_at, outcome)
-             values ($1, $2, $3, $4, now() + $5, case when $6 then now() end,
-                     case when $7::attempt_outcome is not null then now() end, $7::attempt_outcome)",
+            "with begun as (
+                 insert into attempt_start (id, step_id, number, worker, invoked_at)
+                 values ($1, $2, $3, $4, case when $5 then now() end)
+                 returning id
+             )
+             insert into observation (step_id, attempt_id, kind, body, outcome)
+             select $2, id, 'transport', '{}', $6::attempt_outcome from begun
+             where $6::attempt_outcome is not null",
         )
         .bind(Uuid::now_v7())
         .bind(self.step)
         .bind(self.number)
         .bind(&self.worker)
-        .bind(self.lease)
         .bind(self.invoked)
         .bind(self.outcome.as_deref())
         .execute(self.pool)

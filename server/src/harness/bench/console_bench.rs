@@ -210,13 +210,13 @@ impl Measured {
 /// The pages timed, with ids picked from the loaded data.
 async fn pages(pool: &PgPool) -> anyhow::Result<Vec<(&'static str, String)>> {
     let waiting: i64 = sqlx::query_scalar(
-        "select count(*) from step where state in ('outcome_unknown', 'review_required')",
+        "select count(*) from step where waiting in ('outcome_unknown', 'review_required')",
     )
     .fetch_one(pool)
     .await?;
     let (at, id): (String, uuid::Uuid) = sqlx::query_as(
         r#"select to_char(unknown_since at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"'), id
-           from step where state in ('outcome_unknown', 'review_required')
+           from step where waiting in ('outcome_unknown', 'review_required')
            order by unknown_since, id offset $1 limit 1"#,
     )
     .bind(waiting * 4 / 5)

@@ -148,8 +148,10 @@ async fn system_run(
 
     let publishing = db.pool(4, false).await?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let publisher =
-        engine::outbox::publisher::Publisher::new(publishing.clone(), engine::outbox::consumers(None));
+    let publisher = engine::outbox::publisher::Publisher::new(
+        publishing.clone(),
+        engine::outbox::consumers(None),
+    );
     let publisher = tokio::spawn(publisher.run(Duration::from_millis(100), async move {
         let mut stopped = stopped;
         let _ = stopped.wait_for(|s| *s).await;
@@ -169,7 +171,9 @@ async fn system_run(
     let mut stats = before.until(Snapshot::take(&db.url).await?);
     stats.commits -= polls;
 
-    let pool = db.pool(u32::try_from(args.ceiling_clients)? + 2, false).await?;
+    let pool = db
+        .pool(u32::try_from(args.ceiling_clients)? + 2, false)
+        .await?;
     let (p50_ms, p99_ms) = latency(&pool, &tag).await?;
     let ceiling_tps = ceiling(&pool, args.ceiling_clients, args.ceiling_secs).await?;
     pool.close().await;
@@ -331,8 +335,18 @@ fn print_runs(args: &EngineBenchArgs, runs: &[EngineRun]) {
             r.external_per_sec() / r.ceiling_tps.max(1.0)
         );
     }
-    println!("the run: from the workers' start to the last workflow completed with its status projection current and the outbox drained");
-    println!("latency: from the moment a step's dependency settled (it became ready) to its receipt");
-    println!("per external step (÷ {} each run), workers, publisher and consumers together: statements by pg_stat_statements (BEGIN/COMMIT included; n/a when not loaded), commits, rows inserted/updated/deleted, index entries written (upper bound), HOT share of updates", args.workflows * 2);
-    println!("ratio: external steps per second ÷ single-row UPDATE commits per second ({} connections, measured right after the run)", args.ceiling_clients);
+    println!(
+        "the run: from the workers' start to the last workflow completed with its status projection current and the outbox drained"
+    );
+    println!(
+        "latency: from the moment a step's dependency settled (it became ready) to its receipt"
+    );
+    println!(
+        "per external step (÷ {} each run), workers, publisher and consumers together: statements by pg_stat_statements (BEGIN/COMMIT included; n/a when not loaded), commits, rows inserted/updated/deleted, index entries written (upper bound), HOT share of updates",
+        args.workflows * 2
+    );
+    println!(
+        "ratio: external steps per second ÷ single-row UPDATE commits per second ({} connections, measured right after the run)",
+        args.ceiling_clients
+    );
 }

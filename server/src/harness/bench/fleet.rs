@@ -44,12 +44,7 @@ pub struct EngineWorkerArgs {
 
 /// The contract of the bench's adapter: idempotent, five-second deadline.
 pub(super) fn bench_contract() -> SideEffectContract {
-    engine::adapter::contracts::declared(
-        engine::domain::ContractKind::Idempotent,
-        5_000,
-        0,
-        false,
-    )
+    engine::adapter::contracts::declared(engine::domain::ContractKind::Idempotent, 5_000, 0, false)
 }
 
 /// The adapters a bench worker calls: `name`, reaching `http` or the in-process destination.

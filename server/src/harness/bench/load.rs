@@ -30,7 +30,7 @@ pub(super) async fn load(pool: &PgPool, from: usize, to: usize) -> anyhow::Resul
 }
 
 /// The load, statement by statement; each binds the range `from..to` as `$1` and `$2`.
-const STATEMENTS: [&str; 7] = [
+const STATEMENTS: [&str; 8] = [
     // Workflows: needs_review for the 1 % unknown and the 0.1 % duplicates.
     r#"insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest, state, revision, created_at, updated_at)
            select md5('w' || n)::uuid, 'bench-c-' || n, 'document_delivery', 2,
@@ -72,22 +72,29 @@ const STATEMENTS: [&str; 7] = [
            from step s where s.request_key is not null and s.kind = 'external'
              and s.workflow_id in (select md5('w' || n)::uuid from generate_series($1::bigint, $2::bigint - 1) n)"#,
     // Attempts: one per attempt counted; all but the last of a retried step ended unknown.
-    r#"insert into attempt (id, step_id, number, worker, lease_expires_at, started_at, invoked_at, ended_at, outcome, observation)
-           select md5('a' || s.id || k)::uuid, s.id, k, 'bench-worker', s.created_at, s.created_at, s.created_at, s.created_at,
-                  (case when k < s.attempt_count or s.state in ('outcome_unknown', 'review_required') then 'outcome_unknown'
-                        else 'succeeded' end)::attempt_outcome,
-                  case when k < s.attempt_count or s.state in ('outcome_unknown', 'review_required')
-                       then '{"observed": "deadline_exceeded", "deadline_ms": 1000}'::jsonb
-                       else '{"observed": "accepted", "status": 201, "replayed": false, "external_reference": "x"}'::jsonb end
+    r#"insert into attempt_start (id, step_id, number, worker, started_at, invoked_at, request_key)
+           select md5('a' || s.id || k)::uuid, s.id, k, 'bench-worker', s.created_at, s.created_at, s.request_key
            from step s, generate_series(1, s.attempt_count) k
-           where s.workflow_id in (select md5('w' || n)::uuid from generate_series($1::bigint, $2::bigint - 1) n)"#,
+           where s.kind = 'external'
+             and s.workflow_id in (select md5('w' || n)::uuid from generate_series($1::bigint, $2::bigint - 1) n)"#,
+    // How each attempt ended, as the observation that ended it (the succeeded ones end with
+    // their step's receipt, below).
+    r#"insert into observation (step_id, attempt_id, request_key, kind, body, outcome, observed_at)
+           select s.id, md5('a' || s.id || k)::uuid, s.request_key, 'transport',
+                  '{"observed": "deadline_exceeded", "deadline_ms": 1000}'::jsonb, 'outcome_unknown', s.created_at
+           from step s, generate_series(1, s.attempt_count) k
+           where s.kind = 'external'
+             and (k < s.attempt_count or s.state in ('outcome_unknown', 'review_required'))
+             and s.workflow_id in (select md5('w' || n)::uuid from generate_series($1::bigint, $2::bigint - 1) n)"#,
     // Receipts of every succeeded external step.
     r#"insert into receipt (id, step_id, workflow_id, definition_version, input_digest, request_key, adapter, contract_version,
-                                external_reference, completion_state, method, observed_at, result_summary)
+                                external_reference, completion_state, method, observed_at, result_summary,
+                                attempt_id, observation)
            select s.receipt_id, s.id, s.workflow_id, 2, q.input_digest, s.request_key, s.adapter, 1,
                   'x-' || substr(md5(s.id::text), 1, 12), 'accepted',
                   (case when s.attempt_count > 1 then 'idempotent_replay' else 'direct_response' end)::receipt_method,
-                  s.created_at, '{}'
+                  s.created_at, '{}', md5('a' || s.id || s.attempt_count)::uuid,
+                  '{"observed": "accepted", "status": 201, "replayed": false, "external_reference": "x"}'::jsonb
            from step s join external_request q on q.request_key = s.request_key
            where s.receipt_id is not null
              and s.workflow_id in (select md5('w' || n)::uuid from generate_series($1::bigint, $2::bigint - 1) n)"#,

@@ -111,10 +111,11 @@ pub async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// What `payments` and `webhook` run by default: an answer lost after the commit, the
-/// worker killed before it observed an answer, a refund's acceptance, an answer just past the
-/// deadline, and the first duplicate delivery.
-const REPRESENTATIVE: [&str; 5] = [
+/// What `payments` and `webhook` run by default: a batch claimed and never sent, an answer
+/// lost after the commit, the worker killed before it observed an answer, a refund's
+/// acceptance, an answer just past the deadline, and the first duplicate delivery.
+const REPRESENTATIVE: [&str; 6] = [
+    "after_batch_claim",
     AFTER_ACCEPTANCE,
     "after_response_before_observation",
     "during_compensation_acceptance",
@@ -336,6 +337,21 @@ async fn expectations(
                     "{waiting} of {} late-answered opaque {}s wait for review",
                     workflows.len(),
                     target.first_step()
+                ));
+            }
+        }
+        // Nothing was sent when the worker died: whatever the contract, no step may be in
+        // doubt, so none waits for a person.
+        "after_batch_claim" => {
+            let waiting: i64 = sqlx::query_scalar(
+                "select count(*) from step where workflow_id = any($1) and state = 'review_required'",
+            )
+            .bind(workflows)
+            .fetch_one(pool)
+            .await?;
+            if waiting > 0 {
+                violations.push(format!(
+                    "{waiting} step(s) claimed and never sent wait for review"
                 ));
             }
         }

@@ -1,0 +1,277 @@
+//! Checkpoints 5 and 6 for many steps per transaction (docs/DESIGN.md §4): the concluder
+//! gathers results for a few milliseconds (or until a batch's worth arrived) and settles them
+//! in one transaction of set-based statements: receipts (carrying the accepted observation) or
+//! the observations that end the attempts, the steps' new states, dependants released, and the
+//! outbox events with each workflow's state, all driven by the rows the guarded update
+//! returned. A result the set-based path cannot settle (its lease was lost, the step already
+//! has a receipt, or a row the database refuses) goes through the one-step path of its own,
+//! so one bad row never takes the others down, and no observation of a call is lost.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use super::work::{Conclusion, Finished};
+use super::{StepReport, Worker, WorkerError, settled_state};
+use crate::adapter::Adapter;
+use crate::domain::{EventKind, ReceiptMethod, RequestKey, StepState, TransportObservation};
+use crate::store::batch;
+use crate::store::conclusion::{self, Announcing, NewBatchReceipt, Settling};
+use crate::store::step::Settle;
+
+/// How long the concluder waits for more results before it settles what it has.
+const FLUSH_EVERY: Duration = Duration::from_millis(5);
+
+/// Settles results in batches until every sender is gone.
+pub(super) struct Concluder {
+    pub worker: Worker,
+    pub results: mpsc::Receiver<Finished>,
+    /// The worker's leases: those whose every step has been concluded are dropped with the
+    /// next flush.
+    pub leases: super::leases::Leases,
+}
+
+impl Concluder {
+    /// Runs until every sender has gone and every result is settled.
+    pub async fn run(mut self) {
+        let most = usize::try_from(self.worker.config.batch.max(1)).unwrap_or(64);
+        while let Some(first) = self.results.recv().await {
+            let mut items = vec![first];
+            let until = tokio::time::Instant::now() + FLUSH_EVERY;
+            while items.len() < most {
+                tokio::select! {
+                    next = self.results.recv() => match next {
+                        Some(item) => items.push(item),
+                        None => break,
+                    },
+                    () = tokio::time::sleep_until(until) => break,
+                }
+            }
+            let done = self.leases.take_done();
+            self.worker.flush(items, &done).await;
+        }
+    }
+}
+
+/// A result as the set-based statements take it, with its event.
+struct Prepared {
+    settling: Settling,
+    workflow: Uuid,
+    event: (EventKind, Value),
+}
+
+impl Worker {
+    /// Settles `items` together; what the set-based path leaves goes one at a time.
+    pub(super) async fn flush(&self, items: Vec<Finished>, done_leases: &[Uuid]) {
+        let prepared: Vec<Prepared> = items.iter().map(|f| self.prepare_settling(f)).collect();
+        let settled = match self.settle_many(&prepared, done_leases).await {
+            Ok(settled) => settled,
+            Err(error) => {
+                tracing::warn!(%error, results = items.len(), "a batch of results could not settle together; settling each alone");
+                BTreeSet::new()
+            }
+        };
+        for (item, prepared) in items.into_iter().zip(prepared) {
+            let report = if settled.contains(&item.step.id) {
+                Ok(report_of(&prepared))
+            } else {
+                self.conclude_alone(item.step, item.conclusion).await
+            };
+            let _ = item.reply.send(report);
+        }
+    }
+
+    /// The set-based transaction; returns the steps it settled.
+    async fn settle_many(
+        &self,
+        prepared: &[Prepared],
+        done_leases: &[Uuid],
+    ) -> Result<BTreeSet<Uuid>, WorkerError> {
+        let mut tx = self.pool.begin().await?;
+        let owners: BTreeSet<Uuid> = prepared.iter().map(|p| p.workflow).collect();
+        let owners: Vec<Uuid> = owners.into_iter().collect();
+        conclusion::lock_workflows(&mut tx, &owners).await?;
+        let settlings: Vec<Settling> = prepared.iter().map(|p| p.settling.clone()).collect();
+        let settled = conclusion::settle(&mut tx, self.name(), &settlings).await?;
+        let settled_steps: BTreeSet<Uuid> = settled.iter().map(|(s, _)| *s).collect();
+        let touched: BTreeSet<Uuid> = settled.iter().map(|(_, w)| *w).collect();
+        let touched: Vec<Uuid> = touched.into_iter().collect();
+        if !touched.is_empty() {
+            let released: Vec<Uuid> = settled
+                .iter()
+                .filter(|(s, _)| {
+                    prepared
+                        .iter()
+                        .any(|p| p.settling.step == *s && p.settling.next == StepState::Succeeded)
+                })
+                .map(|(_, w)| *w)
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            if !released.is_empty() {
+                conclusion::release_dependants(&mut tx, &released).await?;
+            }
+            let events: Vec<Announcing> = prepared
+                .iter()
+                .filter(|p| settled_steps.contains(&p.settling.step))
+                .map(|p| Announcing {
+                    event_id: Uuid::now_v7(),
+                    workflow: p.workflow,
+                    kind: p.event.0.as_str(),
+                    payload: p.event.1.clone(),
+                })
+                .collect();
+            let spare: Vec<Uuid> = touched.iter().map(|_| Uuid::now_v7()).collect();
+            conclusion::announce(&mut tx, &events, &touched, &spare).await?;
+        }
+        if !done_leases.is_empty() {
+            batch::drop_leases(&mut tx, self.name(), done_leases).await?;
+        }
+        tx.commit().await?;
+        crate::failpoint::hit(crate::failpoint::FaultPoint::AfterReceiptBeforeAck);
+        Ok(settled_steps)
+    }
+
+    /// How the set-based statements settle `item`, and the event that announces it.
+    fn prepare_settling(&self, item: &Finished) -> Prepared {
+        let step = &item.step;
+        let (settling, event) = match &item.conclusion {
+            Conclusion::Pure { output } => (
+                Settling {
+                    step: step.id,
+                    lease: item.lease,
+                    expected: StepState::Running,
+                    attempt: None,
+                    request_key: None,
+                    outcome: None,
+                    observation: None,
+                    receipt: None,
+                    next: StepState::Succeeded,
+                    delay_ms: 0,
+                    output: Some(output.clone()),
+                },
+                (
+                    EventKind::StepSucceeded,
+                    json!({ "step": step.id, "logical": step.logical }),
+                ),
+            ),
+            Conclusion::Observed {
+                attempt,
+                key,
+                adapter,
+                observation,
+            } => self.observed_settling(item, *attempt, key, adapter.as_ref(), observation),
+        };
+        Prepared {
+            settling,
+            workflow: step.workflow_id,
+            event,
+        }
+    }
+
+    /// [`Worker::prepare_settling`] for an attempt that observed `observation`: a receipt if
+    /// it was accepted, else where the step goes by its contract.
+    fn observed_settling(
+        &self,
+        item: &Finished,
+        attempt: Uuid,
+        key: &RequestKey,
+        adapter: &dyn Adapter,
+        observation: &TransportObservation,
+    ) -> (Settling, (EventKind, Value)) {
+        let step = &item.step;
+        let outcome = observation.outcome();
+        let method = ReceiptMethod::of_answer(observation);
+        let (receipt, next, delay_ms) = match (observation, method) {
+            (
+                TransportObservation::Accepted {
+                    external_reference,
+                    replayed,
+                    status,
+                    fields,
+                },
+                Some(method),
+            ) => {
+                let receipt = NewBatchReceipt {
+                    id: Uuid::now_v7(),
+                    external_reference: external_reference.clone(),
+                    method,
+                    completion_state: if step.withdraws.is_some() {
+                        "withdrawn"
+                    } else {
+                        "accepted"
+                    },
+                    summary: receipt_summary(*status, *replayed, fields),
+                };
+                (Some(receipt), StepState::Succeeded, 0)
+            }
+            _ => {
+                let settle = self.settle_after(step, adapter, observation, outcome);
+                (None, settled_state(settle), delay_of(settle))
+            }
+        };
+        let settling = Settling {
+            step: step.id,
+            lease: item.lease,
+            expected: if step.state == StepState::Invoking {
+                StepState::Invoking
+            } else {
+                StepState::Running
+            },
+            attempt: Some(attempt),
+            request_key: Some(key.as_str().to_owned()),
+            outcome: Some(outcome),
+            observation: Some(
+                serde_json::to_value(observation).expect("an observation serializes"),
+            ),
+            receipt,
+            next,
+            delay_ms,
+            output: None,
+        };
+        let event = json!({
+            "step": step.id, "outcome": outcome, "state": next,
+            "logical": step.logical, "adapter": step.adapter, "method": method,
+        });
+        (settling, (EventKind::StepAttemptEnded, event))
+    }
+}
+
+/// The receipt's bounded summary of an accepted answer: a rule reading a whole body is cut
+/// off at 3 KiB of typed fields.
+pub(super) fn receipt_summary(
+    status: u16,
+    replayed: bool,
+    fields: &std::collections::BTreeMap<String, Value>,
+) -> Value {
+    let fields = json!(fields);
+    let fields = if fields.to_string().len() > 3072 {
+        json!({ "omitted": "the typed fields came to more than 3 KiB" })
+    } else {
+        fields
+    };
+    json!({ "status": status, "replayed": replayed, "fields": fields })
+}
+
+/// How long a settled step waits before it may be claimed again.
+fn delay_of(settle: Settle) -> i64 {
+    match settle {
+        Settle::RetryAfter { millis } => millis,
+        Settle::Unknown { recheck_millis } => recheck_millis,
+        Settle::Review | Settle::Rejected => 0,
+    }
+}
+
+/// The report of a result the set-based path settled.
+fn report_of(prepared: &Prepared) -> StepReport {
+    match prepared.settling.outcome {
+        None => StepReport::PureCompleted,
+        Some(outcome) => StepReport::Settled {
+            outcome,
+            state: prepared.settling.next,
+        },
+    }
+}

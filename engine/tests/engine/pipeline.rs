@@ -1,0 +1,211 @@
+//! The set-based pipeline (docs/DESIGN.md §4): many steps per transaction, and the promises
+//! that must hold anyway — one bad row never takes its batch down nor loses what a call
+//! observed, and revisions stay gapless when one transaction announces several events of one
+//! workflow.
+
+use std::sync::Arc;
+
+use crate::support::{Harness, worker_config};
+use destinations::Kind;
+use engine::adapter::registry::Adapters;
+use engine::adapter::{
+    Adapter, BoxFuture, LookupObservation, PrepareError, PreparedRequest, WithdrawalObservation,
+};
+use engine::domain::{InputDigest, RequestKey, SideEffectContract, TransportObservation};
+use engine::worker::{StepReport, Worker};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// The real destination's adapter, except that for one request key it reports an external
+/// reference PostgreSQL cannot store (a NUL character), after the destination accepted it.
+struct Poisoned {
+    inner: Arc<dyn Adapter>,
+    key: String,
+}
+
+impl Adapter for Poisoned {
+    fn contract(&self) -> &SideEffectContract {
+        self.inner.contract()
+    }
+
+    fn prepare(
+        &self,
+        key: &RequestKey,
+        request: &serde_json::Value,
+        content_digest: &InputDigest,
+    ) -> Result<PreparedRequest, PrepareError> {
+        self.inner.prepare(key, request, content_digest)
+    }
+
+    fn prepare_withdrawal(
+        &self,
+        key: &RequestKey,
+        external_reference: &str,
+    ) -> Result<PreparedRequest, PrepareError> {
+        self.inner.prepare_withdrawal(key, external_reference)
+    }
+
+    fn deliver<'a>(
+        &'a self,
+        key: &'a RequestKey,
+        request: &'a PreparedRequest,
+    ) -> BoxFuture<'a, TransportObservation> {
+        Box::pin(async move {
+            let observed = self.inner.deliver(key, request).await;
+            match observed {
+                TransportObservation::Accepted {
+                    status,
+                    replayed,
+                    fields,
+                    ..
+                } if key.as_str() == self.key => TransportObservation::Accepted {
+                    status,
+                    external_reference: "x-\u{0}-poisoned".to_owned(),
+                    replayed,
+                    fields,
+                },
+                other => other,
+            }
+        })
+    }
+
+    fn lookup<'a>(
+        &'a self,
+        key: &'a RequestKey,
+        digest: &'a str,
+    ) -> BoxFuture<'a, LookupObservation> {
+        self.inner.lookup(key, digest)
+    }
+
+    fn withdraw<'a>(
+        &'a self,
+        key: &'a RequestKey,
+        external_reference: &'a str,
+    ) -> BoxFuture<'a, WithdrawalObservation> {
+        self.inner.withdraw(key, external_reference)
+    }
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_row_the_database_refuses_settles_alone_and_the_rest_of_its_batch_commits(pool: PgPool) {
+    let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
+    let workflows: Vec<Uuid> = [h.start("a").await, h.start("b").await, h.start("c").await].into();
+    // Every `render` first, so the three deliveries are due together and claimed as one batch.
+    h.worker.run_once().await.unwrap();
+    let poisoned_key = Harness::key(workflows[1], "deliver");
+    let (real, version) = Adapters::load(&pool).await.unwrap().get("docs").unwrap();
+    let mut adapters = Adapters::default();
+    let poisoned = Poisoned {
+        inner: real,
+        key: poisoned_key.clone(),
+    };
+    adapters.insert("docs".into(), Arc::new(poisoned), version);
+    let worker = Worker::new(pool.clone(), worker_config("poisoned"), adapters);
+
+    let reports = worker.run_once().await.unwrap();
+
+    assert_eq!(reports.len(), 3, "the three deliveries were one batch");
+    let settled = reports
+        .iter()
+        .filter(|(_, r)| matches!(r, StepReport::Settled { .. }))
+        .count();
+    assert_eq!(settled, 2, "{reports:?}");
+    assert!(
+        reports
+            .iter()
+            .any(|(_, r)| matches!(r, StepReport::Stopped { .. })),
+        "{reports:?}"
+    );
+    for w in [workflows[0], workflows[2]] {
+        assert_eq!(h.step(w, "deliver").await.0, "succeeded");
+        assert!(h.receipt(w, "deliver").await.is_some());
+    }
+    // The refused step keeps its lease until it expires, and what the destination answered is
+    // on its timeline all the same.
+    assert_eq!(h.step(workflows[1], "deliver").await.0, "invoking");
+    assert!(h.receipt(workflows[1], "deliver").await.is_none());
+    let kept: Vec<serde_json::Value> = sqlx::query_scalar(
+        "select o.body from observation o join step s on s.id = o.step_id
+         where s.workflow_id = $1 and s.logical = 'deliver' and o.kind = 'transport'",
+    )
+    .bind(workflows[1])
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let body = kept[0].to_string();
+    assert!(body.contains("poisoned"), "{body}");
+    assert_eq!(kept[0]["late"], false, "{body}");
+    assert_eq!(h.effects(&poisoned_key).await, 1);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn revisions_stay_gapless_and_ordered_when_one_transaction_announces_several_events(
+    pool: PgPool,
+) {
+    let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
+    let workflows = [h.start("one").await, h.start("two").await];
+    for w in workflows {
+        h.drive_until(w, "notify", "succeeded").await;
+    }
+    for w in workflows {
+        let rows: Vec<(i64, String, String)> = sqlx::query_as(
+            "select revision, kind, xmin::text from outbox where workflow_id = $1 order by id",
+        )
+        .bind(w)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        let revisions: Vec<i64> = rows.iter().map(|(r, _, _)| *r).collect();
+        let expected: Vec<i64> = (1..=i64::try_from(rows.len()).unwrap()).collect();
+        assert_eq!(revisions, expected, "{rows:?}");
+        let current: i64 = sqlx::query_scalar("select revision from workflow where id = $1")
+            .bind(w)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(current, *revisions.last().unwrap());
+        // `render` succeeded and the workflow started running in one transaction: its step's
+        // event first, then the state change, on consecutive revisions.
+        let together = rows
+            .windows(2)
+            .find(|pair| pair[0].2 == pair[1].2)
+            .unwrap_or_else(|| panic!("no transaction announced two events: {rows:?}"));
+        assert_eq!(together[0].1, "step.succeeded", "{rows:?}");
+        assert_eq!(together[1].1, "workflow.state_changed", "{rows:?}");
+    }
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_batch_claimed_under_an_opaque_contract_and_never_sent_is_sent_once_not_reviewed(
+    pool: PgPool,
+) {
+    let h = Harness::new(pool.clone(), Kind::Opaque, 2_000, 0).await;
+    let w = h.start("claimed-then-lost").await;
+    h.drive_until(w, "deliver", "ready").await;
+    // A worker claims the step and dies before its checkpoint 3: the claim committed, no call
+    // was made.
+    let claimed: (String, bool) = sqlx::query_as(
+        "with due as (select id from step where workflow_id = $1 and logical = 'deliver'),
+              leased as (insert into lease (id, holder, expires_at, steps)
+                         select gen_random_uuid(), 'gone#00000000', now() - interval '1 second', array_agg(id) from due
+                         returning id)
+         update step set state = 'running', lease_holder = 'gone#00000000', lease_id = (select id from leased)
+         where id in (select id from due)
+         returning state::text, exists (select 1 from attempt_start a where a.step_id = step.id)",
+    )
+    .bind(w)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(claimed, ("running".to_owned(), false));
+    sqlx::query("delete from step_ready")
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    h.drive_until(w, "deliver", "succeeded").await;
+
+    assert_eq!(h.outcomes(w, "deliver").await, vec!["succeeded"]);
+    assert_eq!(h.effects(&Harness::key(w, "deliver")).await, 1);
+}
