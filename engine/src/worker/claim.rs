@@ -28,6 +28,7 @@ enum Judged {
 impl Worker {
     /// Claims up to `limit` due steps as one batch under a lease of their own; returns the
     /// lease and what to do with each step.
+    #[tracing::instrument(name = "checkpoint.claim", skip_all)]
     pub(super) async fn claim_batch(&self, limit: i64) -> Result<(Uuid, Vec<Work>), WorkerError> {
         let lease = Uuid::now_v7();
         let mut tx = self.pool.begin().await?;
