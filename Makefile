@@ -9,7 +9,8 @@ export CARGO_TARGET_DIR ?= $(CURDIR)/target
 export LEPTOS_SITE_ROOT ?= $(CURDIR)/target/site
 PROFILE ?= debug
 Z29C := $(CARGO_TARGET_DIR)/$(PROFILE)/z29c
-LEPTOS_FLAGS := $(if $(filter release,$(PROFILE)),--release,)
+# Release builds also write brotli and gzip copies of the static files, served as they are.
+LEPTOS_FLAGS := $(if $(filter release,$(PROFILE)),--release --precompress,)
 TOOLS := $(if $(filter release,$(PROFILE)),release,build)
 
 .PHONY: help run build test lint unit e2e openapi scenarios bench-engine bench-pgbench bench-console sqlx-prepare migrate-both clean

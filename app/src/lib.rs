@@ -1,13 +1,20 @@
 //! Z29C's operator recovery console.
 //!
-//! Rendered on the server (`ssr`) and hydrated in the browser (`hydrate`). Each feature is a
-//! module with its DTOs (`types`), server functions (`api`) and views (`components`).
+//! Rendered on the server (`ssr`); in the browser (`hydrate`) only the islands come alive: the
+//! step page's action forms, the overview's live counts and a bulk run's progress. Everything
+//! else is plain HTML, and every page reads and every form posts without JavaScript. Each
+//! feature is a module with its DTOs (`types`), server functions (`api`) and views
+//! (`components`).
 
+#[cfg(feature = "ssr")]
+pub mod assets;
 pub mod audit;
 pub mod auth;
 pub mod bulk;
 pub mod error;
+pub mod forms;
 pub mod incidents;
+pub mod live;
 pub mod overview;
 pub mod review;
 mod shell;
@@ -16,14 +23,11 @@ pub mod workflows;
 
 pub use shell::{App, shell};
 
-/// The browser entry point: attaches the server-rendered page to the running wasm.
+/// The browser entry point, called by Leptos's island loader before it hydrates each island.
 #[cfg(feature = "hydrate")]
 #[wasm_bindgen::prelude::wasm_bindgen]
 pub fn hydrate() {
     console_error_panic_hook::set_once();
-    leptos::mount::hydrate_body(App);
-    // Tests and people alike can tell the live page from the server-rendered one.
-    if let Some(body) = leptos::prelude::document().body() {
-        let _ = body.set_attribute("data-hydrated", "true");
-    }
+    leptos::mount::hydrate_islands();
+    live::expect_islands();
 }

@@ -1,12 +1,12 @@
 //! The HTML document, the layout every page shares, and the routes.
 
 use leptos::prelude::*;
-use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_meta::{MetaTags, Title, provide_meta_context};
 use leptos_router::components::{A, Route, Router, Routes};
 use leptos_router::{SsrMode, path};
 
 use crate::audit::components::AuditLogPage;
-use crate::auth::components::{OperatorMenu, SignInPage, provide_auth_actions};
+use crate::auth::components::{OperatorMenu, SignInPage};
 use crate::bulk::components::{BulkPage, BulkRunPage};
 use crate::incidents::components::IncidentPage;
 use crate::overview::components::OverviewPage;
@@ -14,7 +14,8 @@ use crate::review::components::ReviewQueuePage;
 use crate::steps::components::StepPage;
 use crate::workflows::components::{StatusPage, WorkflowPage};
 
-/// The whole HTML document, rendered on the server around [`App`].
+/// The whole HTML document, rendered on the server around [`App`]. The scripts load the wasm
+/// that hydrates the page's islands (`islands=true`), under the response's nonce.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     #[cfg(feature = "ssr")]
     content_security_policy();
@@ -25,8 +26,9 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta charset="utf-8" />
                 <meta name="viewport" content="width=device-width, initial-scale=1" />
                 <link rel="icon" href="data:," />
+                <link rel="stylesheet" id="leptos" href=stylesheet(&options) />
                 <AutoReload options=options.clone() />
-                <HydrationScripts options />
+                <HydrationScripts options islands=true />
                 <MetaTags />
             </head>
             <body>
@@ -34,6 +36,18 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
             </body>
         </html>
     }
+}
+
+/// The stylesheet's address (content-hashed in a cargo-leptos build; see [`crate::assets`]).
+fn stylesheet(options: &LeptosOptions) -> String {
+    #[cfg(feature = "ssr")]
+    {
+        static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let name = NAME.get_or_init(|| crate::assets::Assets::of(options).css);
+        format!("/{}/{name}", options.site_pkg_dir)
+    }
+    #[cfg(not(feature = "ssr"))]
+    format!("/{}/{}.css", options.site_pkg_dir, options.output_name)
 }
 
 /// Sets this page's Content-Security-Policy: only the console's own script (the hydration
@@ -59,13 +73,12 @@ fn content_security_policy() {
 /// The console: layout, navigation and pages.
 ///
 /// Pages render in `SsrMode::Async`: the server waits for their data and sends complete HTML, so
-/// every page reads (and every form posts) without JavaScript; the wasm then hydrates it.
+/// every page reads (and every form posts) without JavaScript. Links load whole pages; only the
+/// islands inside a page hydrate.
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
-    provide_auth_actions();
     view! {
-        <Stylesheet id="leptos" href="/pkg/z29c.css" />
         <Title text="Z29C recovery console" />
         <Router>
             <header class="topbar">

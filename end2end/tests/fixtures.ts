@@ -27,7 +27,9 @@ export const test = base.extend<{ allowedFailures: string[]; problems: string[] 
 
 export { expect };
 
-// Waits until the wasm has hydrated the server-rendered page.
-export async function hydrated(page: import('@playwright/test').Page) {
+// Waits until every island of the server-rendered page is live (at once without JavaScript,
+// where the page is all there is).
+export async function hydrated(page: import('@playwright/test').Page, javaScriptEnabled = true) {
+  if (!javaScriptEnabled) return;
   await expect(page.locator('body')).toHaveAttribute('data-hydrated', 'true');
 }

@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use leptos::prelude::LeptosOptions;
 
 use crate::cli::{ObserverArgs, ServeArgs, WorkerArgs, WorkerTuning};
 use crate::database::Database;
@@ -18,12 +17,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     refuse_demo_on_a_named_database(&args)?;
     let upkeep = crate::metrics::spawn_upkeep();
     let database = Database::open(&args.database).await?;
-    let leptos_options = LeptosOptions::builder()
-        .output_name("z29c")
-        .site_root(args.site_root.to_string_lossy().into_owned())
-        .site_pkg_dir("pkg")
-        .site_addr(args.addr)
-        .build();
+    let leptos_options = crate::http::assets::options(&args.site_root, args.addr);
     let exposure = if args.behind_tls_proxy {
         Exposure::BehindTlsProxy
     } else {

@@ -13,6 +13,7 @@ pub(crate) mod session {
     use tower_sessions::Session;
 
     use crate::error::ConsoleError;
+    use crate::forms::KeptForm;
 
     const OPERATOR: &str = "operator";
     const CSRF: &str = "csrf";
@@ -73,6 +74,16 @@ pub(crate) mod session {
         }
     }
 
+    /// Whether `session` holds a sign-in. Not checked against the account here: the next page
+    /// does that, and signs a stale session out.
+    pub async fn signed_in(session: &Session) -> Result<bool, ConsoleError> {
+        let who = session
+            .get::<serde_json::Value>(OPERATOR)
+            .await
+            .map_err(internal)?;
+        Ok(who.is_some())
+    }
+
     /// Signs `operator` in under a new session id (no fixation) and a new CSRF token.
     pub async fn sign_in(session: &Session, operator: &Operator) -> Result<(), ConsoleError> {
         session.cycle_id().await.map_err(internal)?;
@@ -104,6 +115,31 @@ pub(crate) mod session {
             return csrf_token(session).await;
         }
         Ok(form_token::issue(&pool()?).await?)
+    }
+
+    const KEPT: &str = "kept_form";
+
+    /// Keeps `form` for the next page this session renders, when someone is signed in;
+    /// answers whether it did (a visitor's session is never written).
+    pub async fn keep_form(session: &Session, form: &KeptForm) -> Result<bool, ConsoleError> {
+        if !signed_in(session).await? {
+            return Ok(false);
+        }
+        session.insert(KEPT, form).await.map_err(internal)?;
+        Ok(true)
+    }
+
+    /// The form this session kept for the server function at `path`, once; a form kept for
+    /// another server function stays for its own page.
+    pub async fn take_form(path: &str) -> Result<Option<KeptForm>, ConsoleError> {
+        let session = current().await?;
+        match session.get::<KeptForm>(KEPT).await.map_err(internal)? {
+            Some(form) if form.path == path => {
+                session.remove::<KeptForm>(KEPT).await.map_err(internal)?;
+                Ok(Some(form))
+            }
+            _ => Ok(None),
+        }
     }
 
     const NOTICE: &str = "notice";
@@ -184,13 +220,29 @@ pub(crate) mod session {
     }
 }
 
+/// Keeps a refused form for the page it returns to, when `session` is signed in; answers
+/// whether it did (`server::http::kept_forms` calls it; docs/DESIGN.md §18).
+#[cfg(feature = "ssr")]
+pub async fn keep_refused_form(
+    session: &tower_sessions::Session,
+    form: &crate::forms::KeptForm,
+) -> Result<bool, ConsoleError> {
+    session::keep_form(session, form).await
+}
+
 /// Who is signed in.
 #[server(prefix = "/fn")]
 pub async fn who_is_signed_in() -> Result<Option<CurrentOperator>, ConsoleError> {
+    use leptos::server_fn::ServerFn;
     let session = session::current().await?;
-    Ok(session::operator(&session).await?.map(|o| CurrentOperator {
-        username: o.username,
-        role: o.role,
+    let Some(who) = session::operator(&session).await? else {
+        return Ok(None);
+    };
+    let refused = session::take_form(SignOut::PATH).await?;
+    Ok(Some(CurrentOperator {
+        username: who.username,
+        role: who.role,
+        refusal: refused.and_then(|kept| kept.sentence()),
     }))
 }
 

@@ -1,57 +1,57 @@
 use leptos::prelude::*;
+use leptos::server_fn::ServerFn;
 use leptos_router::components::A;
+use leptos_router::hooks::use_query_map;
 
 use super::api::{SignIn, SignOut, csrf_token, who_is_signed_in};
+use crate::error::ConsoleError;
+use crate::forms::refusal_in_address;
 
-/// The sign-in and sign-out actions, shared so the header follows them without a reload.
-#[derive(Clone, Copy)]
-pub struct AuthActions {
-    pub sign_in: ServerAction<SignIn>,
-    pub sign_out: ServerAction<SignOut>,
-}
-
-/// Provides [`AuthActions`] to the whole console.
-pub fn provide_auth_actions() {
-    provide_context(AuthActions {
-        sign_in: ServerAction::<SignIn>::new(),
-        sign_out: ServerAction::<SignOut>::new(),
-    });
-}
-
-/// The sign-in page: a plain form that posts without JavaScript and hydrates with it.
+/// The sign-in page: a plain form, with or without JavaScript. A refused sign-in comes back
+/// here with the username typed and the refusal's sentence in the address (a visitor has no
+/// session to keep them in; the password is never kept).
 #[component]
 pub fn SignInPage() -> impl IntoView {
-    let sign_in = expect_context::<AuthActions>().sign_in;
     let csrf = Resource::new(|| (), |_| csrf_token());
+    let username = use_query_map()
+        .read_untracked()
+        .get("username")
+        .unwrap_or_default();
+    let refusal = refusal_in_address(SignIn::PATH).filter(|e| {
+        matches!(
+            e,
+            ConsoleError::SignIn { .. }
+                | ConsoleError::Throttled { .. }
+                | ConsoleError::Conflict { .. }
+                | ConsoleError::Invalid { .. }
+        )
+    });
     view! {
         <section class="page narrow">
             <h1>"Sign in"</h1>
+            {refusal.map(|e| view! { <p class="error" role="alert" data-testid="refusal">{e.to_string()}</p> })}
             <Suspense fallback=|| ()>
-                {move || Suspend::new(async move {
-                    let token = csrf.await.unwrap_or_default();
-                    view! {
-                        <ActionForm action=sign_in attr:class="stack">
-                            <input type="hidden" name="csrf" value=token />
-                            <label>
-                                "Username"
-                                <input type="text" name="username" autocomplete="username" required />
-                            </label>
-                            <label>
-                                "Password"
-                                <input type="password" name="password" autocomplete="current-password" required />
-                            </label>
-                            <button type="submit">"Sign in"</button>
-                        </ActionForm>
-                    }
-                })}
+                {move || {
+                    let username = username.clone();
+                    Suspend::new(async move {
+                        let token = csrf.await.unwrap_or_default();
+                        view! {
+                            <form method="post" action=SignIn::url() class="stack">
+                                <input type="hidden" name="csrf" value=token />
+                                <label>
+                                    "Username"
+                                    <input type="text" name="username" value=username autocomplete="username" required />
+                                </label>
+                                <label>
+                                    "Password"
+                                    <input type="password" name="password" autocomplete="current-password" required />
+                                </label>
+                                <button type="submit">"Sign in"</button>
+                            </form>
+                        }
+                    })
+                }}
             </Suspense>
-            {move || {
-                sign_in
-                    .value()
-                    .get()
-                    .and_then(Result::err)
-                    .map(|error| view! { <p class="error" role="alert">{error.to_string()}</p> })
-            }}
         </section>
     }
 }
@@ -59,11 +59,8 @@ pub fn SignInPage() -> impl IntoView {
 /// Who is signed in, and the way out; or the way in.
 #[component]
 pub fn OperatorMenu() -> impl IntoView {
-    let AuthActions { sign_in, sign_out } = expect_context::<AuthActions>();
-    // Asked again whenever someone signs in or out in this page.
-    let changes = move || (sign_in.version().get(), sign_out.version().get());
-    let operator = Resource::new(changes, |_| who_is_signed_in());
-    let csrf = Resource::new(changes, |_| csrf_token());
+    let operator = Resource::new(|| (), |_| who_is_signed_in());
+    let csrf = Resource::new(|| (), |_| csrf_token());
     view! {
         <Suspense fallback=|| ()>
             {move || Suspend::new(async move {
@@ -79,10 +76,11 @@ pub fn OperatorMenu() -> impl IntoView {
                                         format!("{:?}", who.role).to_lowercase(),
                                     )}
                                 </span>
-                                <ActionForm action=sign_out attr:class="inline">
+                                <form method="post" action=SignOut::url() class="inline">
                                     <input type="hidden" name="csrf" value=token />
                                     <button type="submit" class="link">"Sign out"</button>
-                                </ActionForm>
+                                </form>
+                                {who.refusal.map(|r| view! { <span class="error" role="alert" data-testid="refusal">{r}</span> })}
                             </div>
                         }
                             .into_any()

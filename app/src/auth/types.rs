@@ -6,4 +6,6 @@ use serde::{Deserialize, Serialize};
 pub struct CurrentOperator {
     pub username: String,
     pub role: Role,
+    /// Why the last sign-out this session posted was refused, if it was.
+    pub refusal: Option<String>,
 }

@@ -36,6 +36,10 @@ pub async fn preview_bulk(
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     let action = action_named(&action)?;
     let filter = crate::review::api::queue_filter(&state, &adapter, &definition, &older_than)?;
+    let kept = {
+        use leptos::server_fn::ServerFn;
+        session::take_form(StartBulk::PATH).await?
+    };
     let (rows, more) =
         engine::recovery::bulk::preview(&pool, &filter, action, operator.role, MAX_ROWS).await?;
     Ok(BulkPreview {
@@ -53,6 +57,7 @@ pub async fn preview_bulk(
             .collect(),
         more,
         csrf,
+        kept,
     })
 }
 

@@ -3,9 +3,13 @@ use leptos::prelude::*;
 use leptos_router::components::A;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
+use leptos::server_fn::ServerFn;
+
 use super::api::{MAX_ROWS, StartBulk, bulk_run, preview_bulk};
-use super::types::{BulkPreview, RunView};
+use super::live::LiveProgress;
+use super::types::BulkPreview;
 use crate::error::ConsoleError;
+use crate::forms::kept_or;
 
 /// `/bulk`: a filter and an action; then the exact rows, and a run over the permitted ones.
 #[component]
@@ -73,9 +77,17 @@ pub fn BulkPage() -> impl IntoView {
     }
 }
 
+/// The exact rows, and the form that starts a run over the permitted ones (a plain form: a
+/// run's page follows either way; a refused start comes back here with what was typed).
 #[component]
 fn Preview(p: BulkPreview) -> impl IntoView {
-    let start = ServerAction::<StartBulk>::new();
+    let kept = |name: &str, default: &str| kept_or(&p.kept, name, default);
+    let (reason, rate, residual) = (
+        kept("reason", ""),
+        kept("rate", "5"),
+        kept("residual_uncertainty", ""),
+    );
+    let refusal = p.kept.as_ref().and_then(|k| k.sentence());
     let permitted: Vec<String> = p
         .rows
         .iter()
@@ -114,95 +126,47 @@ fn Preview(p: BulkPreview) -> impl IntoView {
                     .collect_view()}
             </tbody>
         </table>
-        {move || start.value().get().and_then(Result::err).map(|e| view! { <p class="notice error" role="alert">{e.to_string()}</p> })}
+        {refusal.map(|e| view! { <p class="notice error" role="alert" data-testid="refusal">{e}</p> })}
         {(count > 0).then(|| view! {
-            <ActionForm action=start attr:class="stack action danger">
+            <form method="post" action=StartBulk::url() class="stack action danger">
                 <input type="hidden" name="csrf" value=p.csrf.clone() />
                 <input type="hidden" name="action" value=action.name() />
                 <input type="hidden" name="rows" value=permitted.join(",") />
                 {(action == OperatorAction::Waive).then(|| view! {
                     <label>"Residual uncertainty (named on every waiver)"
-                        <textarea name="residual_uncertainty" required rows="2"></textarea>
+                        <textarea name="residual_uncertainty" required rows="2">{residual.clone()}</textarea>
                     </label>
                 })}
-                <label>"Rate (steps per second)" <input type="number" name="rate" min="1" max="100" value="5" required /></label>
+                <label>"Rate (steps per second)" <input type="number" name="rate" min="1" max="100" value=rate.clone() required /></label>
                 <label>"Reason (recorded in the audit log for every row)"
-                    <textarea name="reason" required rows="2"></textarea>
+                    <textarea name="reason" required rows="2">{reason.clone()}</textarea>
                 </label>
                 <button type="submit" class="danger">{format!("{} on these {count} row(s)", action.label())}</button>
-            </ActionForm>
+            </form>
         })}
     }
 }
 
-/// `/bulk/:id`: a run's progress, row by row; the live page follows it until it finishes.
+/// `/bulk/:id`: a run's progress, row by row; the live page follows it until it finishes
+/// (an island), and without JavaScript a link reloads it.
 #[component]
 pub fn BulkRunPage() -> impl IntoView {
     let params = use_params_map();
-    let tick = RwSignal::new(0_u32);
     let run = Resource::new(
-        move || (params.read().get("id").unwrap_or_default(), tick.get()),
-        |(id, _)| bulk_run(id),
+        move || params.read().get("id").unwrap_or_default(),
+        |id| async move { bulk_run(id.clone()).await.map(|r| (id, r)) },
     );
-    #[cfg(feature = "hydrate")]
-    Effect::new(move |_| {
-        if let Ok(handle) = set_interval_with_handle(
-            move || tick.update(|n| *n += 1),
-            std::time::Duration::from_secs(1),
-        ) {
-            on_cleanup(move || handle.clear());
-        }
-    });
     view! {
         <section class="page">
             <Suspense fallback=|| view! { <p>"Loading the run…"</p> }>
                 {move || Suspend::new(async move {
                     match run.await {
-                        Ok(r) => view! { <Progress r /> }.into_any(),
+                        Ok((id, run)) => view! { <LiveProgress id run /> }.into_any(),
                         Err(ConsoleError::NotFound) => view! { <h1>"No such run"</h1> }.into_any(),
                         Err(error) => view! { <p class="error">{error.to_string()}</p> }.into_any(),
                     }
                 })}
             </Suspense>
         </section>
-    }
-}
-
-#[component]
-fn Progress(r: RunView) -> impl IntoView {
-    let count = |o: &str| {
-        r.items
-            .iter()
-            .filter(|(_, _, outcome, _)| outcome == o)
-            .count()
-    };
-    let summary = format!(
-        "{} of {} done, {} refused, {} failed, {} pending{}",
-        count("done"),
-        r.items.len(),
-        count("refused"),
-        count("failed"),
-        count("pending"),
-        if r.finished { " — finished" } else { "" }
-    );
-    view! {
-        <h1>{format!("Bulk run: {}", r.action)}</h1>
-        <p class="muted">{format!("By {} at {} steps/s: {}", r.author, r.rate_per_sec, r.reason)}</p>
-        <p data-testid="bulk-progress">{summary}</p>
-        {(!r.finished).then(|| view! { <p><a href="">"Reload"</a></p> })}
-        <table class="queue">
-            <tbody>
-                {r.items
-                    .into_iter()
-                    .map(|(step, key, outcome, message)| view! {
-                        <tr>
-                            <td><A href=format!("/steps/{step}")>{key}</A></td>
-                            <td>{outcome}</td>
-                            <td class="small">{message}</td>
-                        </tr>
-                    })
-                    .collect_view()}
-            </tbody>
-        </table>
     }
 }

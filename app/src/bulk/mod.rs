@@ -3,4 +3,5 @@
 
 pub mod api;
 pub mod components;
+pub mod live;
 pub mod types;

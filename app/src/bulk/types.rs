@@ -1,6 +1,8 @@
 use engine::domain::{OperatorAction, StepState};
 use serde::{Deserialize, Serialize};
 
+use crate::forms::KeptForm;
+
 /// One row of a preview.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PreviewItem {
@@ -20,6 +22,8 @@ pub struct BulkPreview {
     /// More rows matched than a run may take; narrow the filter.
     pub more: bool,
     pub csrf: String,
+    /// The run this session last tried to start here and the server refused, as typed.
+    pub kept: Option<KeptForm>,
 }
 
 /// A run's progress.

@@ -16,6 +16,12 @@ pub async fn incident_detail(id: String) -> Result<IncidentView, ConsoleError> {
     let csrf = session::csrf_token(&current).await?;
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     let id = uuid::Uuid::parse_str(&id).map_err(|_| ConsoleError::NotFound.answered())?;
+    let kept = {
+        use leptos::server_fn::ServerFn;
+        session::take_form(ResolveIncident::PATH)
+            .await?
+            .filter(|kept| kept.field("incident") == Some(id.to_string().as_str()))
+    };
     let i = engine::read::incident::incident(&pool, id)
         .await?
         .ok_or_else(|| ConsoleError::NotFound.answered())?;
@@ -64,6 +70,7 @@ pub async fn incident_detail(id: String) -> Result<IncidentView, ConsoleError> {
         may_resolve: operator.role.may(OperatorAction::ResolveIncident),
         csrf,
         notice,
+        kept,
     })
 }
 

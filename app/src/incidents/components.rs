@@ -1,32 +1,28 @@
 use leptos::prelude::*;
+use leptos::server_fn::ServerFn;
 use leptos_router::components::A;
 use leptos_router::hooks::use_params_map;
 
 use super::api::{ResolveIncident, incident_detail};
 use super::types::IncidentView;
 use crate::error::ConsoleError;
+use crate::forms::kept_or;
 
 /// `/incidents/:id`: one logical step, every external reference with its evidence, and the
-/// resolution (or the form that names it).
+/// resolution (or the form that names it: a plain form, which comes back to this page).
 #[component]
 pub fn IncidentPage() -> impl IntoView {
     let params = use_params_map();
-    let resolve = ServerAction::<ResolveIncident>::new();
     let incident = Resource::new(
-        move || {
-            (
-                params.read().get("id").unwrap_or_default(),
-                resolve.version().get(),
-            )
-        },
-        |(id, _)| incident_detail(id),
+        move || params.read().get("id").unwrap_or_default(),
+        incident_detail,
     );
     view! {
         <section class="page">
             <Suspense fallback=|| view! { <p>"Loading the incident…"</p> }>
                 {move || Suspend::new(async move {
                     match incident.await {
-                        Ok(i) => view! { <Incident i resolve /> }.into_any(),
+                        Ok(i) => view! { <Incident i /> }.into_any(),
                         Err(ConsoleError::SignIn { .. }) => {
                             view! { <p><A href="/sign-in">"Sign in"</A>" to see this incident."</p> }.into_any()
                         }
@@ -40,16 +36,17 @@ pub fn IncidentPage() -> impl IntoView {
 }
 
 #[component]
-fn Incident(i: IncidentView, resolve: ServerAction<ResolveIncident>) -> impl IntoView {
+fn Incident(i: IncidentView) -> impl IntoView {
     let open = i.resolution.is_none();
     let references = i.references.clone();
-    let refusal = move || {
-        resolve
-            .value()
-            .get()
-            .and_then(Result::err)
-            .map(|e| view! { <p class="notice error" role="alert" data-testid="refusal">{e.to_string()}</p> })
-    };
+    let refusal = i
+        .kept
+        .as_ref()
+        .and_then(|k| k.sentence())
+        .map(|e| view! { <p class="notice error" role="alert" data-testid="refusal">{e}</p> });
+    let kept = i.kept.clone();
+    let chose = move |name: &str, value: &str| kept_or(&kept, name, "") == value;
+    let reason = kept_or(&i.kept, "reason", "");
     view! {
         <h1>{format!("{} incident · {} · {}", i.kind, i.creation_key, i.logical)}</h1>
         {i.notice.map(|n| view! { <p class="notice ok" role="status" data-testid="notice">{n}</p> })}
@@ -91,7 +88,7 @@ fn Incident(i: IncidentView, resolve: ServerAction<ResolveIncident>) -> impl Int
         })}
         {(open && i.may_resolve).then(|| view! {
             <h2>"Resolve"</h2>
-            <ActionForm action=resolve attr:class="stack action danger">
+            <form method="post" action=ResolveIncident::url() class="stack action danger">
                 <input type="hidden" name="csrf" value=i.csrf.clone() />
                 <input type="hidden" name="incident" value=i.id.clone() />
                 <fieldset>
@@ -100,7 +97,8 @@ fn Incident(i: IncidentView, resolve: ServerAction<ResolveIncident>) -> impl Int
                         .iter()
                         .map(|r| view! {
                             <label class="check">
-                                <input type="radio" name="canonical" value=r.external_reference.clone() required />
+                                <input type="radio" name="canonical" value=r.external_reference.clone() required
+                                    checked=chose("canonical", &r.external_reference) />
                                 <code>{r.external_reference.clone()}</code>
                             </label>
                         })
@@ -110,20 +108,21 @@ fn Incident(i: IncidentView, resolve: ServerAction<ResolveIncident>) -> impl Int
                     <legend>"The duplicate's disposition"</legend>
                     {i.withdrawable.then(|| view! {
                         <label class="check">
-                            <input type="radio" name="disposition" value="withdraw" required />
+                            <input type="radio" name="disposition" value="withdraw" required checked=chose("disposition", "withdraw") />
                             "Request withdrawal (a compensation step with its own key and receipt; it can itself end unknown)"
                         </label>
                     })}
                     <label class="check">
-                        <input type="radio" name="disposition" value="accept_unresolved" required />
+                        <input type="radio" name="disposition" value="accept_unresolved" required
+                            checked=chose("disposition", "accept_unresolved") />
                         "Accept it as unresolved (the status will say so, never plain success)"
                     </label>
                 </fieldset>
                 <label>"Reason (recorded in the audit log)"
-                    <textarea name="reason" required rows="2"></textarea>
+                    <textarea name="reason" required rows="2">{reason.clone()}</textarea>
                 </label>
                 <button type="submit" class="danger">"Resolve incident"</button>
-            </ActionForm>
+            </form>
         })}
         {(open && !i.may_resolve).then(|| view! {
             <p class="muted">"Resolving an incident needs the approver role."</p>

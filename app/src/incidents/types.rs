@@ -1,5 +1,7 @@
 use serde::{Deserialize, Serialize};
 
+use crate::forms::KeptForm;
+
 /// One external reference an incident concerns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReferenceView {
@@ -32,4 +34,6 @@ pub struct IncidentView {
     pub may_resolve: bool,
     pub csrf: String,
     pub notice: Option<String>,
+    /// The resolution this session last posted here and the server refused, as typed.
+    pub kept: Option<KeptForm>,
 }

@@ -8,26 +8,20 @@ use super::types::{Outcomes, StateCount};
 use crate::error::ConsoleError;
 
 /// Workflow counts by state, then step outcomes per logical step, duplicates detected and
-/// the age of unknown outcomes, drawn as server-rendered SVG.
+/// the age of unknown outcomes, drawn as SVG on the server; live, they refresh in place.
 #[component]
 pub fn OverviewPage() -> impl IntoView {
-    let (refreshes, set_refreshes) = signal(0_u32);
-    // Each answer carries the refresh it answers, so the page (and its tests) can tell a fresh
-    // answer from the server-rendered one.
-    let counts = Resource::new(
-        move || refreshes.get(),
-        |generation| async move { workflow_counts().await.map(|counts| (generation, counts)) },
+    let figures = Resource::new(
+        || (),
+        |_| async { Ok::<_, ConsoleError>((workflow_counts().await?, outcome_stats().await?)) },
     );
-    let outcomes = Resource::new(move || refreshes.get(), |_| outcome_stats());
     view! {
         <section class="page">
             <h1>"Overview"</h1>
             <Suspense fallback=|| view! { <p>"Loading counts…"</p> }>
                 {move || Suspend::new(async move {
-                    match counts.await {
-                        Ok((generation, counts)) => {
-                            view! { <CountsTable counts generation /> }.into_any()
-                        }
+                    match figures.await {
+                        Ok((counts, outcomes)) => view! { <LiveOverview counts outcomes /> }.into_any(),
                         Err(ConsoleError::SignIn { .. }) => {
                             view! {
                                 <p>
@@ -41,28 +35,54 @@ pub fn OverviewPage() -> impl IntoView {
                     }
                 })}
             </Suspense>
-            <Suspense fallback=|| ()>
-                {move || Suspend::new(async move {
-                    match outcomes.await {
-                        Ok(o) => view! { <OutcomeCharts o /> }.into_any(),
-                        Err(ConsoleError::SignIn { .. }) => ().into_any(),
-                        Err(error) => view! { <p class="error">{error.to_string()}</p> }.into_any(),
-                    }
-                })}
-            </Suspense>
-            <p class="actions">
-                <button type="button" on:click=move |_| set_refreshes.update(|n| *n += 1)>
-                    "Refresh counts"
-                </button>
-                <span class="muted" data-testid="refreshes">
-                    {move || match refreshes.get() {
-                        0 => "Counts as rendered by the server.".to_owned(),
-                        1 => "Refreshed once in this page.".to_owned(),
-                        n => format!("Refreshed {n} times in this page."),
-                    }}
-                </span>
-            </p>
         </section>
+    }
+}
+
+/// The figures, and the button that refreshes them: an island. Without JavaScript the button
+/// reloads the page (its form asks for it again); live, it asks the server functions again and
+/// redraws in place. Each drawing carries the refresh it answers (`data-generation`), so the
+/// page and its tests can tell a fresh answer from the server-rendered one.
+#[island]
+pub fn LiveOverview(counts: Vec<StateCount>, outcomes: Outcomes) -> impl IntoView {
+    Effect::new(move |_| crate::live::island_ready());
+    let refreshes = RwSignal::new(0_u32);
+    let figures = RwSignal::new((0_u32, counts, outcomes));
+    let failed = RwSignal::new(None::<String>);
+    let refresh = move |ev: leptos::ev::MouseEvent| {
+        ev.prevent_default();
+        let generation = refreshes.get_untracked() + 1;
+        refreshes.set(generation);
+        leptos::task::spawn_local(async move {
+            match (workflow_counts().await, outcome_stats().await) {
+                (Ok(counts), Ok(outcomes)) => {
+                    failed.set(None);
+                    figures.set((generation, counts, outcomes));
+                }
+                (Err(error), _) | (_, Err(error)) => failed.set(Some(error.to_string())),
+            }
+        });
+    };
+    view! {
+        {move || {
+            let (generation, counts, o) = figures.get();
+            view! {
+                <CountsTable counts generation />
+                <OutcomeCharts o />
+            }
+        }}
+        {move || failed.get().map(|e| view! { <p class="error">{e}</p> })}
+        <form method="get" action="/overview" class="actions">
+            <button type="submit" on:click=refresh>"Refresh counts"</button>
+            " "
+            <span class="muted" data-testid="refreshes">
+                {move || match refreshes.get() {
+                    0 => "Counts as rendered by the server.".to_owned(),
+                    1 => "Refreshed once in this page.".to_owned(),
+                    n => format!("Refreshed {n} times in this page."),
+                }}
+            </span>
+        </form>
     }
 }
 

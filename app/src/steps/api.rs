@@ -9,14 +9,10 @@ use crate::error::ConsoleError;
 /// The evidence of step `id`.
 #[server(prefix = "/fn")]
 pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> {
-    use crate::auth::api::session;
-
-    let operator = session::require(engine::domain::Role::Viewer).await?;
-    let current = session::current().await?;
-    let notice = session::take_notice(&current).await?;
-    let csrf = session::csrf_token(&current).await?;
+    let operator = crate::auth::api::session::require(engine::domain::Role::Viewer).await?;
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     let id = uuid::Uuid::parse_str(&id).map_err(|_| ConsoleError::NotFound.answered())?;
+    let (notice, csrf, kept) = from_session(id).await?;
     let e = engine::read::evidence::evidence(&pool, id)
         .await?
         .ok_or_else(|| ConsoleError::NotFound.answered())?;
@@ -86,7 +82,26 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
             .collect(),
         open_incident: e.open_incident,
         permitted,
+        kept,
     })
+}
+
+/// What the session carries to step `step`'s page: what the last action did, the CSRF token,
+/// and the action form for this step it last posted and had refused, as typed.
+#[cfg(feature = "ssr")]
+async fn from_session(
+    step: uuid::Uuid,
+) -> Result<(Option<String>, String, Option<crate::forms::KeptForm>), ConsoleError> {
+    use crate::auth::api::session;
+    use leptos::server_fn::ServerFn;
+
+    let current = session::current().await?;
+    let notice = session::take_notice(&current).await?;
+    let csrf = session::csrf_token(&current).await?;
+    let kept = session::take_form(ActOnStep::PATH)
+        .await?
+        .filter(|kept| kept.field("step") == Some(step.to_string().as_str()));
+    Ok((notice, csrf, kept))
 }
 
 /// A moment as the evidence page prints it, to the millisecond; `—` when it has not happened.

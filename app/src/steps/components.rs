@@ -4,24 +4,19 @@ use leptos_router::hooks::use_params_map;
 
 use engine::domain::{OperatorAction, StepState};
 
-use super::api::{ActOnStep, evidence_of_step};
-use super::types::StepEvidence;
+use super::api::evidence_of_step;
+use super::form::{StepActionForm, is_danger};
+use super::types::{ActionFormData, StepEvidence};
 use crate::error::ConsoleError;
+use crate::forms::KeptForm;
 
 /// `/steps/:id`: evidence at the top, what the contract permits below it.
 #[component]
 pub fn StepPage() -> impl IntoView {
     let params = use_params_map();
-    let act = ServerAction::<ActOnStep>::new();
-    provide_context(act);
     let evidence = Resource::new(
-        move || {
-            (
-                params.read().get("id").unwrap_or_default(),
-                act.version().get(),
-            )
-        },
-        |(id, _)| evidence_of_step(id),
+        move || params.read().get("id").unwrap_or_default(),
+        evidence_of_step,
     );
     view! {
         <section class="page">
@@ -47,6 +42,17 @@ pub fn StepPage() -> impl IntoView {
 fn Evidence(e: StepEvidence) -> impl IntoView {
     let permitted = e.permitted.clone();
     let open_incident = e.incidents.first().cloned();
+    // A refused post is drawn again in its own form; one for an action no longer offered here
+    // is said at the top, with what was written.
+    let offered = |kept: &KeptForm| {
+        permitted
+            .iter()
+            .any(|a| Some(a.name()) == kept.field("action"))
+    };
+    let (kept, unoffered) = match e.kept.clone() {
+        Some(kept) if offered(&kept) => (Some(kept), None),
+        other => (None, other),
+    };
     let context = ActionContext {
         step: e.step_id.clone(),
         version: e.version.clone(),
@@ -60,6 +66,7 @@ fn Evidence(e: StepEvidence) -> impl IntoView {
         input_digest: e.step_input_digest.clone(),
         window_ms: e.visibility_window_ms,
         csrf: e.csrf.clone(),
+        kept,
     };
     let incident_links = e
         .incidents
@@ -77,7 +84,8 @@ fn Evidence(e: StepEvidence) -> impl IntoView {
         .collect_view();
     view! {
         <h1>{format!("{} · {}", e.creation_key, e.logical)}</h1>
-        <ActionResult step=e.step_id.clone() notice=e.notice.clone() />
+        {e.notice.clone().map(|n| view! { <p class="notice ok" role="status" data-testid="notice">{n}</p> })}
+        {unoffered.map(|kept| view! { <Unoffered kept /> })}
         <p>
             <span class=format!("badge {:?}", e.state).to_lowercase() data-testid="state">{e.state.label()}</span>
             {e.open_incident.then(|| view! { <span class="badge incident">"Open integrity incident"</span> })}
@@ -218,26 +226,35 @@ struct ActionContext {
     input_digest: String,
     window_ms: u64,
     csrf: String,
+    /// The refused post of one of this page's actions, as typed.
+    kept: Option<KeptForm>,
 }
 
-/// The outcome of the last action taken on this page: what it did, or why it was refused.
-/// In the live page the action's own answer says it (the page it led to may be another
-/// step's); without JavaScript the notice kept in the session across the redirect does.
+/// A refusal of an action this page no longer offers (the step moved on, or the role changed),
+/// with what the operator had written, so none of it is lost.
 #[component]
-fn ActionResult(step: String, notice: Option<String>) -> impl IntoView {
-    let act = expect_context::<ServerAction<ActOnStep>>();
-    let done = |message: String| {
-        view! { <p class="notice ok" role="status" data-testid="notice">{message}</p> }.into_any()
-    };
-    move || {
-        match act.value().get() {
-        Some(Err(error)) => {
-            view! { <p class="notice error" role="alert" data-testid="refusal">{error.to_string()}</p> }
-                .into_any()
-        }
-        Some(Ok(answer)) if answer.step_id == step => done(answer.message),
-        _ => notice.clone().map(done).into_any(),
-    }
+fn Unoffered(kept: KeptForm) -> impl IntoView {
+    let written: Vec<(String, String)> = kept
+        .fields
+        .iter()
+        .filter(|(name, value)| {
+            !["step", "version", "action"].contains(&name.as_str()) && !value.trim().is_empty()
+        })
+        .cloned()
+        .collect();
+    view! {
+        <div class="notice error" role="alert" data-testid="refusal">
+            <p>{kept.sentence().unwrap_or_default()}</p>
+            {(!written.is_empty()).then(|| view! {
+                <p>{format!("What you had written for {}:", kept.value("action").replace('_', " "))}</p>
+                <dl class="facts" data-testid="kept">
+                    {written
+                        .into_iter()
+                        .map(|(name, value)| view! { <dt>{name.replace('_', " ")}</dt><dd>{value}</dd> })
+                        .collect_view()}
+                </dl>
+            })}
+        </div>
     }
 }
 
@@ -258,75 +275,45 @@ fn IncidentLink(incident: Option<String>) -> impl IntoView {
     }
 }
 
-/// One permitted action: what it does and risks, the fields it needs, a reason, a button.
-/// A plain form that posts without JavaScript; the server re-checks everything.
+/// One permitted action: what it does and risks (server-rendered), then its form (an island).
+/// The server re-checks everything the form carries.
 #[component]
 fn ActionCard(action: OperatorAction, context: ActionContext) -> impl IntoView {
-    let act = expect_context::<ServerAction<ActOnStep>>();
-    let name = action.name();
-    let data_action = name;
-    let danger = matches!(
+    let kept = context
+        .kept
+        .clone()
+        .filter(|k| k.field("action") == Some(action.name()));
+    let replaces = action == OperatorAction::Replace;
+    let form = ActionFormData {
         action,
-        OperatorAction::Waive
-            | OperatorAction::AuthorizeAnotherAttempt
-            | OperatorAction::Cancel
-            | OperatorAction::Replace
-    );
-    let fields = match action {
-        OperatorAction::AttachEvidence => view! {
-            <label>"External reference at the destination"
-                <input type="text" name="external_reference" required maxlength="200" />
-            </label>
-            <label>"Evidence (what you saw, and where)"
-                <textarea name="evidence" required rows="2"></textarea>
-            </label>
-        }
-        .into_any(),
-        OperatorAction::Waive => view! {
-            <label>"Residual uncertainty (what remains unknown)"
-                <textarea name="residual_uncertainty" required rows="2">
-                    {format!("Whether the {} for {} happened; no receipt proves it.", context.noun, context.subject)}
-                </textarea>
-            </label>
-        }
-        .into_any(),
-        OperatorAction::AuthorizeAnotherAttempt => view! {
-            <label class="check">
-                <input type="checkbox" name="acknowledge_duplicate_risk" value="yes" required />
-                {format!("I understand that the {} for {} may happen twice.", context.noun, context.subject)}
-            </label>
-        }
-        .into_any(),
-        OperatorAction::Replace => view! {
-            <p class="small">"Current input digest: " <code>{context.input_digest.clone()}</code></p>
-            <label>"Corrected input (JSON; the new digest shows on both steps)"
-                <textarea name="corrected_input" rows="8" class="code">{context.input.clone()}</textarea>
-            </label>
-        }
-        .into_any(),
-        // A reason is all these ask for.
-        OperatorAction::CheckDestination
-        | OperatorAction::RetrySameKey
-        | OperatorAction::Cancel
-        | OperatorAction::ResolveIncident => ().into_any(),
+        step: context.step.clone(),
+        version: context.version.clone(),
+        csrf: context.csrf.clone(),
+        residual_uncertainty: format!(
+            "Whether the {} for {} happened; no receipt proves it.",
+            context.noun, context.subject
+        ),
+        acknowledgement: format!(
+            "I understand that the {} for {} may happen twice.",
+            context.noun, context.subject
+        ),
+        input: if replaces {
+            context.input.clone()
+        } else {
+            String::new()
+        },
+        input_digest: if replaces {
+            context.input_digest.clone()
+        } else {
+            String::new()
+        },
+        kept,
     };
     view! {
-        <section class=if danger { "action danger" } else { "action" } data-action=data_action>
+        <section class=if is_danger(action) { "action danger" } else { "action" } data-action=action.name()>
             <h3>{action.label()}</h3>
             <p class="small">{explain(action, &context)}</p>
-            <ActionForm action=act attr:class="stack">
-                <input type="hidden" name="csrf" value=context.csrf.clone() />
-                <input type="hidden" name="step" value=context.step.clone() />
-                <input type="hidden" name="version" value=context.version.clone() />
-                <input type="hidden" name="action" value=name />
-                {fields}
-                <label>"Reason (recorded in the audit log)"
-                    <textarea name="reason" required rows="2"></textarea>
-                </label>
-                <button type="submit" class=if danger { "danger" } else { "primary" }>
-                    {action.label()}
-                </button>
-            </ActionForm>
+            <StepActionForm form />
         </section>
     }
 }

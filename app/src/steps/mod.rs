@@ -2,4 +2,5 @@
 
 pub mod api;
 pub mod components;
+pub mod form;
 pub mod types;

@@ -1,6 +1,8 @@
 use engine::domain::{OperatorAction, StepState};
 use serde::{Deserialize, Serialize};
 
+use crate::forms::KeptForm;
+
 /// One attempt as the page shows it (never overwritten).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttemptView {
@@ -68,6 +70,28 @@ pub struct StepEvidence {
     pub csrf: String,
     /// What the contract permits here but the signed-in role does not.
     pub beyond_role: Vec<OperatorAction>,
+    /// The action form this session last posted here and the server refused, as typed.
+    pub kept: Option<KeptForm>,
+}
+
+/// One action form as the step page draws it (the props of its island): the fields every form
+/// carries, what the action's own fields start with, and what a refused post had typed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionFormData {
+    pub action: OperatorAction,
+    pub step: String,
+    /// The step's version when the page was drawn; a post from an older page is refused.
+    pub version: String,
+    pub csrf: String,
+    /// What the residual uncertainty starts with (Waive).
+    pub residual_uncertainty: String,
+    /// The words of the duplicate-risk acknowledgement (Authorize another attempt).
+    pub acknowledgement: String,
+    /// The step's input (pretty JSON) and its digest (Replace; empty for the others).
+    pub input: String,
+    pub input_digest: String,
+    /// What the operator had typed into this form when the server refused it.
+    pub kept: Option<KeptForm>,
 }
 
 /// What an action did: a sentence, and the step page to show next.

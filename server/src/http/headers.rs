@@ -3,7 +3,8 @@
 //! Pages carry a Content-Security-Policy naming the per-response nonce Leptos puts on its
 //! hydration script (the shell writes it, see `app::shell`); every other response gets a policy
 //! that allows nothing at all. Nothing is framed, sniffed, cached or sent a full referrer,
-//! except the console's static files under `/pkg/`, which may be cached.
+//! except the console's static files under `/pkg/`, whose cache lifetimes `super::assets` sets
+//! (docs/DESIGN.md §18).
 
 use axum::extract::Request;
 use axum::http::header::{

@@ -1,10 +1,13 @@
-//! The HTTP surface: the router that joins the console's pages and server functions, the API
-//! under `/api/v1`, the probe endpoints and `/metrics`.
+//! The HTTP surface: the router that joins the console's pages, server functions and static
+//! files, the API under `/api/v1`, the probe endpoints and `/metrics`. Every answer is
+//! compressed (brotli or gzip) when the client accepts it.
 
 pub mod api;
+pub mod assets;
 mod client;
 mod files_api;
 mod headers;
+mod kept_forms;
 mod ops;
 mod probes;
 pub mod proxy;
@@ -15,6 +18,7 @@ use axum::routing::get;
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use sqlx::PgPool;
+use tower_http::compression::CompressionLayer;
 use tower_sessions::cookie::{SameSite, time};
 use tower_sessions::{Expiry, SessionManagerLayer};
 use tower_sessions_sqlx_store::PostgresStore;
@@ -58,6 +62,7 @@ pub fn router_for(state: AppState, exposure: Exposure) -> Router {
         .route("/readyz", get(probes::readyz))
         .route("/metrics", get(crate::metrics::scrape))
         .merge(api::routes())
+        .merge(assets::routes(&state.leptos_options))
         .leptos_routes_with_context(
             &state,
             routes,
@@ -65,8 +70,10 @@ pub fn router_for(state: AppState, exposure: Exposure) -> Router {
             move || shell(options.clone()),
         )
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .layer(axum::middleware::from_fn(kept_forms::keep_refused_forms))
         .layer(sessions(&state.pool, exposure))
         .layer(axum::middleware::from_fn(headers::security_headers))
+        .layer(CompressionLayer::new())
         .layer(axum::middleware::from_fn(crate::metrics::time_request));
     let router = match exposure {
         Exposure::Direct => router,

@@ -2,6 +2,7 @@
 //! each driven in-process through the router against its own fresh PostgreSQL database.
 
 mod api;
+mod assets;
 mod auth;
 mod cli;
 mod console;
@@ -11,6 +12,7 @@ mod files_api;
 mod fuzz;
 mod headers;
 mod http;
+mod kept_forms;
 mod observability;
 mod ops_api;
 mod own_api;

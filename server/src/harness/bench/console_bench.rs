@@ -1,5 +1,5 @@
-//! `z29c bench console`: server-side page latency over loopback as the history grows, and the
-//! front end's weight.
+//! `z29c bench console`: server-side page latency over loopback as the history grows, the
+//! front end's weight as built, and each page's cold load in headless Chromium (`page_load`).
 
 use std::time::Instant;
 
@@ -7,6 +7,7 @@ use sqlx::PgPool;
 
 use super::cluster::BenchDatabase;
 use super::load::load;
+use super::page_load::{BrowserArgs, browser_pages, page_loads, print_loads};
 use super::session::Session;
 
 /// Settings of `z29c bench console`.
@@ -21,10 +22,12 @@ pub struct ConsoleBenchArgs {
     /// The built console assets, for the front-end weight.
     #[arg(long, env = "LEPTOS_SITE_ROOT", default_value = "target/site")]
     pub site_root: std::path::PathBuf,
+    #[command(flatten)]
+    pub browser: BrowserArgs,
 }
 
 /// The `p` quantile of `sorted` by nearest rank; 0 when there is nothing to rank.
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -50,12 +53,16 @@ pub async fn console(args: ConsoleBenchArgs) -> anyhow::Result<()> {
     engine::db::MIGRATOR.run(&pool).await?;
     crate::harness::shipped::apply_definitions(&pool).await?;
     register_adapters(&pool).await?;
-    let (base, server) = serve(&pool).await?;
+    let (base, server) = serve(&pool, &args.site_root).await?;
     let session = Session::sign_in(&base, &pool).await?;
     let table = measure(&pool, &session, &args).await?;
+    let pages = browser_pages(&pool).await?;
+    let loads = page_loads(&args.browser, &base, session.cookie(), &pages).await?;
     server.abort();
     print_table(&args, &table);
     front_end_weight(&args.site_root);
+    let size = args.sizes.last().copied().unwrap_or_default();
+    print_loads(size, args.browser.loads, &loads);
     pool.close().await;
     db.close().await
 }
@@ -76,17 +83,18 @@ async fn register_adapters(pool: &PgPool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The console's router on a loopback port; returns its base URL and the serving task.
+/// The console's router on a loopback port, serving the site under `site_root`; returns its
+/// base URL and the serving task.
 async fn serve(
     pool: &PgPool,
+    site_root: &std::path::Path,
 ) -> anyhow::Result<(String, tokio::task::JoinHandle<std::io::Result<()>>)> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let base = format!("http://{}", listener.local_addr()?);
+    let address = listener.local_addr()?;
+    let base = format!("http://{address}");
     let app = crate::http::router(crate::state::AppState {
         pool: pool.clone(),
-        leptos_options: leptos::prelude::LeptosOptions::builder()
-            .output_name("z29c")
-            .build(),
+        leptos_options: crate::http::assets::options(site_root, address),
     });
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
     Ok((base, server))
@@ -268,35 +276,62 @@ async fn pages(pool: &PgPool) -> anyhow::Result<Vec<(&'static str, String)>> {
     ])
 }
 
-/// Prints the gzipped size of the console's wasm and JavaScript, as built.
+/// A built file's bytes: raw, gzipped, and its brotli copy's when the build wrote one.
+type Sizes = (u64, u64, Option<u64>);
+
+/// Prints the size of the console's wasm, JavaScript and CSS as built: raw, gzipped (`gzip -9`)
+/// and, when the build wrote them (release), the brotli copies the server sends.
 fn front_end_weight(site_root: &std::path::Path) {
-    let gz = |path: std::path::PathBuf| -> Option<(u64, u64)> {
+    let pkg = site_root.join("pkg");
+    let built = |extension: &str| -> Option<std::path::PathBuf> {
+        std::fs::read_dir(&pkg)
+            .ok()?
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .find(|path| path.extension().is_some_and(|e| e == extension))
+    };
+    let sizes = |path: std::path::PathBuf| -> Option<Sizes> {
         let raw = std::fs::metadata(&path).ok()?.len();
-        let out = std::process::Command::new("gzip")
+        let gzipped = std::process::Command::new("gzip")
             .arg("-9")
             .arg("-c")
             .arg(&path)
             .output()
-            .ok()?;
-        Some((raw, out.stdout.len() as u64))
+            .ok()?
+            .stdout
+            .len() as u64;
+        let mut brotli = path.clone().into_os_string();
+        brotli.push(".br");
+        let brotli = std::fs::metadata(brotli).ok().map(|m| m.len());
+        Some((raw, gzipped, brotli))
     };
-    let pkg = site_root.join("pkg");
-    match (
-        gz(pkg.join("z29c_bg.wasm")).or_else(|| gz(pkg.join("z29c.wasm"))),
-        gz(pkg.join("z29c.js")),
-    ) {
-        (Some((wasm, wasm_gz)), Some((js, js_gz))) => println!(
-            "front end ({}): wasm {} KB ({} KB gzipped) + JS {} KB ({} KB gzipped) = {} KB gzipped",
-            pkg.display(),
-            wasm / 1024,
-            wasm_gz / 1024,
-            js / 1024,
-            js_gz / 1024,
-            (wasm_gz + js_gz) / 1024
-        ),
-        _ => println!(
+    let files: Vec<(&str, Option<Sizes>)> = ["wasm", "js", "css"]
+        .into_iter()
+        .map(|extension| (extension, built(extension).and_then(sizes)))
+        .collect();
+    if files.iter().any(|(_, sizes)| sizes.is_none()) {
+        println!(
             "front end: no build under {} (run `make build PROFILE=release` first)",
             pkg.display()
-        ),
+        );
+        return;
     }
+    let kb = |bytes: u64| bytes / 1024;
+    let described: Vec<String> = files
+        .iter()
+        .filter_map(|(name, sizes)| {
+            let (raw, gzipped, brotli) = (*sizes)?;
+            let brotli = brotli.map_or_else(String::new, |b| format!(", {} KB brotli", kb(b)));
+            Some(format!(
+                "{name} {} KB ({} KB gzipped{brotli})",
+                kb(raw),
+                kb(gzipped)
+            ))
+        })
+        .collect();
+    println!(
+        "front end as built ({}): {}",
+        pkg.display(),
+        described.join(" + ")
+    );
 }

@@ -1,5 +1,6 @@
-//! `z29c bench engine` and `z29c bench console`: throughput and page latency, measured on this
-//! machine and printed as tables. Nothing here asserts a speed; the figures go in the README.
+//! `z29c bench engine` and `z29c bench console`: throughput, page latency and page loads in a
+//! browser, measured on this machine and printed as tables. Nothing here asserts a speed; the
+//! figures go in the README.
 
 mod ceiling;
 mod cluster;
@@ -8,6 +9,7 @@ mod engine_bench;
 mod fleet;
 mod instant;
 mod load;
+mod page_load;
 mod pgstats;
 mod session;
 

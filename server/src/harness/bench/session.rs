@@ -13,13 +13,14 @@ pub(super) struct Session {
 }
 
 impl Session {
-    /// Signs in as a new viewer, through the sign-in form as a browser would.
+    /// Signs in as a new approver, through the sign-in form as a browser would (an approver's
+    /// step page draws every action form the contract permits, the heaviest it gets).
     pub(super) async fn sign_in(base: &str, pool: &PgPool) -> anyhow::Result<Self> {
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
         let name = format!("bench-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-        let password = engine::operators::add(pool, &name, engine::domain::Role::Viewer).await?;
+        let password = engine::operators::add(pool, &name, engine::domain::Role::Approver).await?;
         let page = client.get(format!("{base}/sign-in")).send().await?;
         // Anonymous visitors get no session (their form token is stateless); sign-in sets one.
         let anonymous = cookie_of(&page);
@@ -53,6 +54,11 @@ impl Session {
             base: base.to_owned(),
             cookie,
         })
+    }
+
+    /// The session cookie, as `name=value`.
+    pub(super) fn cookie(&self) -> &str {
+        &self.cookie
     }
 
     /// Milliseconds to the last byte of `path`, checked to answer 200.
