@@ -35,7 +35,7 @@ impl Publisher {
     }
 
     /// One pass: unless another publisher is delivering, reads up to a batch of unpublished
-    /// events, hands the whole batch to each consumer in turn, then marks them published.
+    /// events, hands the whole batch to every consumer at once, then marks them published.
     /// Returns how many were published. An error leaves the batch unmarked: it is delivered
     /// again, and the consumers that already took an event ignore it.
     pub async fn publish_once(&self) -> sqlx::Result<usize> {
@@ -64,12 +64,34 @@ impl Publisher {
             .into_iter()
             .map(|(id, row)| (id, Event::from(row)))
             .unzip();
-        for consumer in self.consumers.iter() {
-            let mut tx = self.pool.begin().await?;
-            take_all(&mut tx, consumer.as_ref(), &events).await?;
-            tx.commit().await?;
+        // The consumers take the batch at once, each in its own transaction: they share no
+        // rows (each has its inbox and its own tables), so none waits for another.
+        let events = Arc::new(events);
+        let mut deliveries = tokio::task::JoinSet::new();
+        for index in 0..self.consumers.len() {
+            let (pool, consumers, events) =
+                (self.pool.clone(), self.consumers.clone(), events.clone());
+            deliveries.spawn(async move {
+                let mut tx = pool.begin().await?;
+                take_all(&mut tx, consumers[index].as_ref(), &events).await?;
+                tx.commit().await
+            });
         }
-        for event in &events {
+        let mut failed = None;
+        while let Some(delivered) = deliveries.join_next().await {
+            match delivered {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => failed = Some(error),
+                Err(stopped) if stopped.is_panic() => {
+                    std::panic::resume_unwind(stopped.into_panic())
+                }
+                Err(stopped) => failed = Some(sqlx::Error::Io(std::io::Error::other(stopped))),
+            }
+        }
+        if let Some(error) = failed {
+            return Err(error);
+        }
+        for event in events.iter() {
             latency::outbox_handled(event.event_id);
         }
         failpoint::hit(FaultPoint::DuringOutboxPublication);
