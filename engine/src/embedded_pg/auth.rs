@@ -12,7 +12,7 @@ use argon2::password_hash::rand_core::{OsRng, RngCore};
 use sqlx::{Connection, PgConnection};
 
 use super::place::{RunAs, data_dir_error};
-use super::{EmbeddedPgError, EmbeddedPostgres, check};
+use super::{EmbeddedPgError, EmbeddedPostgres, START_WAIT_SECS, check};
 
 /// The file, in the data directory, that holds the `postgres` role's password.
 pub const PASSWORD_FILE: &str = "z29c-password";
@@ -194,7 +194,16 @@ impl EmbeddedPostgres {
         let log = self.log_file();
         let log = log.to_string_lossy();
         let output = self
-            .pg_ctl(&["-m", "fast", "-w", "-t", "60", "-l", &log, "restart"])
+            .pg_ctl(&[
+                "-m",
+                "fast",
+                "-w",
+                "-t",
+                START_WAIT_SECS,
+                "-l",
+                &log,
+                "restart",
+            ])
             .await?;
         check("pg_ctl restart", &self.data_dir, output)
     }

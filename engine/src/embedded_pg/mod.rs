@@ -37,6 +37,11 @@ use auth::Password;
 use place::{RunAs, data_dir_error};
 
 /// The sentence shown when the machine has no PostgreSQL server binaries.
+/// Seconds `pg_ctl` waits for the server to accept connections after a start or restart. Crash
+/// recovery replays the WAL since the last checkpoint, which on a loaded machine has taken more
+/// than a minute.
+pub(crate) const START_WAIT_SECS: &str = "300";
+
 pub const MISSING_BINARIES: &str = "No PostgreSQL server binaries (initdb, pg_ctl) were found on \
      PATH or under /usr/lib/postgresql/*/bin: install them (Debian/Ubuntu: `apt-get install \
      postgresql`) or set DATABASE_URL to a PostgreSQL server Z29C may use.";
@@ -247,7 +252,7 @@ impl EmbeddedPostgres {
             .arg(&self.data_dir)
             .arg("-l")
             .arg(&log)
-            .args(["-o", &options, "-w", "-t", "60", "start"])
+            .args(["-o", &options, "-w", "-t", START_WAIT_SECS, "start"])
             .output()
             .await?;
         check("pg_ctl start", &self.data_dir, output)
@@ -274,7 +279,16 @@ impl EmbeddedPostgres {
         let log = self.log_file();
         let log = log.to_string_lossy();
         let output = self
-            .pg_ctl(&["-m", "immediate", "-w", "-t", "60", "-l", &log, "restart"])
+            .pg_ctl(&[
+                "-m",
+                "immediate",
+                "-w",
+                "-t",
+                START_WAIT_SECS,
+                "-l",
+                &log,
+                "restart",
+            ])
             .await?;
         check("pg_ctl restart", &self.data_dir, output)
     }
