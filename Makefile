@@ -82,8 +82,11 @@ unit: migrate-both
 	cargo sqlx prepare --workspace --check
 	cargo nextest run --workspace --no-fail-fast
 
+## The browser tests, then the console's tests again on a fresh server with JavaScript off (the
+## refusal and step-button tests already run each case both ways).
 e2e: openapi
 	Z29C_BIN=$(Z29C) end2end/run.sh
+	Z29C_BIN=$(Z29C) E2E_JAVASCRIPT=off end2end/run.sh --project console --no-deps
 
 ## The API's OpenAPI document, as the server serves it, checked by a standard validator.
 openapi:

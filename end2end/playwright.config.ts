@@ -3,6 +3,9 @@ import { defineConfig } from '@playwright/test';
 // The server is started by run.sh (the real `z29c serve` on its own private cluster);
 // global-setup waits until it is ready. Chromium is Debian's: Playwright downloads nothing.
 const baseURL = process.env.Z29C_BASE_URL ?? 'http://127.0.0.1:3100';
+// `make e2e` runs the suite twice, on two fresh servers: as is, then with E2E_JAVASCRIPT=off,
+// where every page and form must work as plain HTML.
+const javaScriptEnabled = process.env.E2E_JAVASCRIPT !== 'off';
 
 export default defineConfig({
   testDir: './tests',
@@ -19,6 +22,7 @@ export default defineConfig({
   ],
   use: {
     baseURL,
+    javaScriptEnabled,
     browserName: 'chromium',
     launchOptions: {
       executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',

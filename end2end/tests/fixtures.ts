@@ -27,9 +27,14 @@ export const test = base.extend<{ allowedFailures: string[]; problems: string[] 
 
 export { expect };
 
+// Whether this run's pages run JavaScript (the project's setting; a test's own context may differ).
+export function javaScriptOn(): boolean {
+  return base.info().project.use.javaScriptEnabled !== false;
+}
+
 // Waits until every island of the server-rendered page is live (at once without JavaScript,
 // where the page is all there is).
-export async function hydrated(page: import('@playwright/test').Page, javaScriptEnabled = true) {
+export async function hydrated(page: import('@playwright/test').Page, javaScriptEnabled = javaScriptOn()) {
   if (!javaScriptEnabled) return;
   await expect(page.locator('body')).toHaveAttribute('data-hydrated', 'true');
 }
