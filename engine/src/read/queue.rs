@@ -130,7 +130,7 @@ pub async fn queue_counts(pool: &PgPool) -> sqlx::Result<QueueCounts> {
                  union all
                  select o.state, coalesce(o.adapter, ''), -count(*) from step r
                  join step o on o.id = r.replaces_step_id
-                 where o.state = 'rejected'
+                 where r.replaces_step_id is not null and o.state = 'rejected'
                  group by 1, 2) t
            group by 1, 2
            having sum(n) > 0"#
