@@ -206,7 +206,7 @@ impl Worker {
 
     /// Runs until `shutdown` resolves: claims a batch whenever a whole one fits in flight,
     /// sweeps expired leases every second, checks the semantic invariants every
-    /// `invariant_interval`; on shutdown, claims no more and lets every step in flight finish
+    /// `invariant_interval` in a task beside the claims; on shutdown, claims no more and lets every step in flight finish
     /// its protocol.
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
@@ -217,6 +217,8 @@ impl Worker {
         let now = tokio::time::Instant::now;
         let (mut next_check, mut next_sweep, mut next_refresh) = (now(), now(), now());
         let mut adapters_seen = None;
+        // The invariant check reads every step: it runs beside the claims, never in their way.
+        let mut checking: Option<tokio::task::JoinHandle<()>> = None;
         loop {
             tokio::select! {
                 biased;
@@ -224,8 +226,9 @@ impl Worker {
                 () = std::future::ready(()) => {}
             }
             while tasks.try_join_next().is_some() {}
-            if now() >= next_check {
-                self.check_invariants().await;
+            if now() >= next_check && checking.as_ref().is_none_or(|c| c.is_finished()) {
+                let worker = self.clone();
+                checking = Some(tokio::spawn(async move { worker.check_invariants().await }));
                 next_check = now() + self.config.invariant_interval;
             }
             if now() >= next_sweep {
@@ -262,6 +265,9 @@ impl Worker {
             }
         }
         while tasks.join_next().await.is_some() {}
+        if let Some(checking) = checking {
+            let _ = checking.await;
+        }
         self.stop_lanes(lanes).await;
     }
 
