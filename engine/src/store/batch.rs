@@ -237,14 +237,18 @@ pub async fn invoke(
     Ok(rows.into_iter().map(|r| (r.id, r.attempt_count)).collect())
 }
 
-/// Drops the leases of batches whose every step has been concluded.
+/// Drops the leases of batches whose every step has been concluded. A lease one of whose steps
+/// still holds it stays (a step whose pass stopped, a conclusion that did not commit): it is no
+/// longer renewed, so it expires and the sweeper, which finds steps only through their lease,
+/// takes that step over.
 pub async fn drop_leases(
     conn: &mut PgConnection,
     holder: &str,
     leases: &[Uuid],
 ) -> sqlx::Result<()> {
     sqlx::query!(
-        r#"delete from lease where id = any($1) and holder = $2"#,
+        r#"delete from lease l where l.id = any($1) and l.holder = $2
+           and not exists (select 1 from step s where s.id = any(l.steps) and s.lease_id = l.id)"#,
         leases,
         holder
     )

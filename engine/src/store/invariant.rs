@@ -129,6 +129,10 @@ where
                from external_request q where q.replaces_key is not null
                  and not exists (select 1 from external_request o where o.request_key = q.replaces_key)
                union all
+               select 'step.lease_id -> lease', s.id::text
+               from step s where s.lease_id is not null
+                 and not exists (select 1 from lease l where l.id = s.lease_id)
+               union all
                select 'receipt.step_id -> step', r.id::text
                from receipt r where not exists (select 1 from step s where s.id = r.step_id)
                union all

@@ -137,6 +137,24 @@ async fn a_row_the_database_refuses_settles_alone_and_the_rest_of_its_batch_comm
     assert!(body.contains("poisoned"), "{body}");
     assert_eq!(kept[0]["late"], false, "{body}");
     assert_eq!(h.effects(&poisoned_key).await, 1);
+
+    // Its batch's lease outlives the batch: the sweeper finds a step only through its lease.
+    let held: bool = sqlx::query_scalar(
+        "select exists (select 1 from step s join lease l on l.id = s.lease_id
+                        where s.workflow_id = $1 and s.logical = 'deliver')",
+    )
+    .bind(workflows[1])
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(held, "the refused step's lease was dropped with its batch");
+    // Once it expires, the sweeper sends the step to recovery, which replays the same key.
+    sqlx::query("update lease set expires_at = now() - interval '1 second'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    h.drive_until(workflows[1], "deliver", "succeeded").await;
+    assert_eq!(h.effects(&poisoned_key).await, 1);
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
