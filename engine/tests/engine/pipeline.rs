@@ -227,3 +227,30 @@ async fn a_batch_claimed_under_an_opaque_contract_and_never_sent_is_sent_once_no
     assert_eq!(h.outcomes(w, "deliver").await, vec!["succeeded"]);
     assert_eq!(h.effects(&Harness::key(w, "deliver")).await, 1);
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_step_holding_a_lease_that_does_not_exist_is_reported_as_an_orphan(pool: PgPool) {
+    let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
+    let w = h.start("stranded").await;
+    assert!(
+        engine::store::invariant::orphans(&pool)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let stranded: Uuid = sqlx::query_scalar(
+        "update step set lease_id = gen_random_uuid(), lease_holder = 'gone#00000000'
+         where workflow_id = $1 and logical = 'render' returning id",
+    )
+    .bind(w)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+
+    let orphans = engine::store::invariant::orphans(&pool).await.unwrap();
+
+    assert_eq!(
+        orphans,
+        vec![("step.lease_id -> lease".to_owned(), 1, stranded.to_string())]
+    );
+}
