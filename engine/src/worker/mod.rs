@@ -206,8 +206,8 @@ impl Worker {
 
     /// Runs until `shutdown` resolves: claims a batch whenever a whole one fits in flight,
     /// sweeps expired leases every second, checks the semantic invariants every
-    /// `invariant_interval` in a task beside the claims; on shutdown, claims no more and lets every step in flight finish
-    /// its protocol.
+    /// `invariant_interval` in a task beside the claims; on shutdown, claims no more and lets
+    /// every step in flight finish its protocol.
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
         let lanes = self.start_lanes();
