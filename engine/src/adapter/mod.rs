@@ -62,6 +62,25 @@ pub enum WithdrawalObservation {
     Transport(TransportObservation),
 }
 
+impl WithdrawalObservation {
+    /// The withdrawal as the step's call observed it: a withdrawal made is an accepted call
+    /// whose external reference is the withdrawal's.
+    pub fn into_transport(self) -> TransportObservation {
+        match self {
+            WithdrawalObservation::Withdrawn {
+                withdrawal_reference,
+                ..
+            } => TransportObservation::Accepted {
+                status: 201,
+                external_reference: withdrawal_reference,
+                replayed: false,
+                fields: Default::default(),
+            },
+            WithdrawalObservation::Transport(observation) => observation,
+        }
+    }
+}
+
 /// A request ready to send: the exact request, what Z29C records of it, and its digests.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PreparedRequest {

@@ -13,7 +13,7 @@ use super::work::Conclusion;
 use super::{
     StepReport, Worker, WorkerError, adapter_for, definition_of, request_key, settled_state,
 };
-use crate::adapter::{Adapter, PrepareError, PreparedRequest, WithdrawalObservation};
+use crate::adapter::{Adapter, PrepareError, PreparedRequest};
 use crate::definition::{Definition, InputError};
 use crate::domain::{
     AttemptOutcome, EventKind, ReceiptMethod, RequestKey, StepState, TransportObservation,
@@ -158,20 +158,9 @@ impl Worker {
     ) -> TransportObservation {
         let call = match &step.withdraws {
             None => adapter.deliver(key, prepared),
-            Some(target) => Box::pin(async move {
-                match adapter.withdraw(key, target).await {
-                    WithdrawalObservation::Withdrawn {
-                        withdrawal_reference,
-                        ..
-                    } => TransportObservation::Accepted {
-                        status: 201,
-                        external_reference: withdrawal_reference,
-                        replayed: false,
-                        fields: Default::default(),
-                    },
-                    WithdrawalObservation::Transport(observation) => observation,
-                }
-            }),
+            Some(target) => {
+                Box::pin(async move { adapter.withdraw(key, target).await.into_transport() })
+            }
         };
         self.hold().call_renewing(step.id, call).await
     }

@@ -12,7 +12,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use super::{StepReport, Worker, WorkerError, definition_of};
-use crate::adapter::{Adapter, PreparedRequest, WithdrawalObservation};
+use crate::adapter::{Adapter, PreparedRequest};
 use crate::domain::{RequestKey, StepState, TransportObservation};
 use crate::failpoint::{self, FaultPoint};
 use crate::store::attempt::Authority;
@@ -281,17 +281,6 @@ async fn send(call: &Call) -> TransportObservation {
     let adapter = call.adapter.as_ref();
     match &call.step.withdraws {
         None => adapter.deliver(&call.key, &call.prepared).await,
-        Some(target) => match adapter.withdraw(&call.key, target).await {
-            WithdrawalObservation::Withdrawn {
-                withdrawal_reference,
-                ..
-            } => TransportObservation::Accepted {
-                status: 201,
-                external_reference: withdrawal_reference,
-                replayed: false,
-                fields: Default::default(),
-            },
-            WithdrawalObservation::Transport(observation) => observation,
-        },
+        Some(target) => adapter.withdraw(&call.key, target).await.into_transport(),
     }
 }
