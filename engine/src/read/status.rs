@@ -52,7 +52,7 @@ pub async fn project_on(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
     let Some(workflow) = crate::store::workflow::by_id(&mut *conn, id).await? else {
         return Ok(None);
     };
-    let rows = step_rows(conn, &[id]).await?;
+    let rows = step_rows(conn, &[id], None).await?;
     let (status_step, words) =
         status_words(conn, &workflow.definition_name, workflow.definition_version).await?;
     let status = sentence(&rows, &status_step, &words);
@@ -104,11 +104,17 @@ pub async fn project_many(conn: &mut PgConnection, ids: &[Uuid]) -> sqlx::Result
     )
     .fetch_all(&mut *conn)
     .await?;
-    let rows = step_rows(conn, ids).await?;
+    let mut said = Vec::with_capacity(workflows.len());
+    for w in &workflows {
+        said.push(status_words(conn, &w.definition_name, w.definition_version).await?);
+    }
+    // Only the status steps speak in the sentence: the others' rows are not read.
+    let mut status_steps: Vec<String> = said.iter().map(|(step, _)| step.clone()).collect();
+    status_steps.sort_unstable();
+    status_steps.dedup();
+    let rows = step_rows(conn, ids, Some(&status_steps)).await?;
     let mut projected = Vec::with_capacity(workflows.len());
-    for w in workflows {
-        let (status_step, words) =
-            status_words(conn, &w.definition_name, w.definition_version).await?;
+    for (w, (status_step, words)) in workflows.into_iter().zip(said) {
         let own: Vec<&StepRow> = rows.iter().filter(|r| r.workflow_id == w.id).collect();
         projected.push(Projected {
             workflow: w.id,
@@ -136,8 +142,13 @@ struct StepRow {
     cancel_withdrawn: Option<bool>,
 }
 
-/// The steps of `workflows`, each workflow's in the order they were made.
-async fn step_rows(conn: &mut PgConnection, workflows: &[Uuid]) -> sqlx::Result<Vec<StepRow>> {
+/// The steps of `workflows` (only those named in `only`, when given), each workflow's in the
+/// order they were made.
+async fn step_rows(
+    conn: &mut PgConnection,
+    workflows: &[Uuid],
+    only: Option<&[String]>,
+) -> sqlx::Result<Vec<StepRow>> {
     sqlx::query_as!(
         StepRow,
         r#"select s.workflow_id, s.id, s.logical, s.generation, s.state as "state: StepState",
@@ -154,9 +165,10 @@ async fn step_rows(conn: &mut PgConnection, workflows: &[Uuid]) -> sqlx::Result<
                    join step cs on cs.id = c.compensation_step_id
                    where c.original_step_id = s.id and c.incident_id is null) as cancel_withdrawn
            from step s left join receipt r on r.id = s.receipt_id
-           where s.workflow_id = any($1)
+           where s.workflow_id = any($1) and ($2::text[] is null or s.logical = any($2))
            order by s.workflow_id, s.created_at, s.generation, s.id"#,
-        workflows
+        workflows,
+        only as Option<&[String]>
     )
     .fetch_all(conn)
     .await
