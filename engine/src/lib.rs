@@ -10,7 +10,7 @@
 //!   (and the human path) write, by table.
 //! - **recovery** — [`recovery`]: what people do to steps the engine could not settle.
 //! - **reads** — [`read`]: the read models behind the console's pages and the API.
-//! - **events** — [`outbox`]: the publisher and the inbox consumers (projections, the alert
+//! - **events** — [`outbox`]: the publisher and its consumers (projections, the alert
 //!   webhook).
 //! - **watch** — [`watch`]: semantic invariants, alerts, telemetry, and the check before
 //!   workers resume on a restored database.

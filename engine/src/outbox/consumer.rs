@@ -1,8 +1,8 @@
 //! The consumer side of the outbox (docs/DESIGN.md §10): what a consumer is, the event it is
-//! handed, and what every consumer shares: its inbox ([`take`]), revisions per workflow
-//! ([`revision`], [`settle_revision`]) and counters ([`count`]). Nothing here knows which
-//! consumers exist or how events reach them, so every consumer and the publisher can build on
-//! it without building on each other.
+//! handed, and what every consumer shares: its cursor ([`take_all`], [`take`]), revisions per
+//! workflow ([`revision`], [`settle_revision`]) and counters ([`count`]). Nothing here knows
+//! which consumers exist or how events reach them, so every consumer and the publisher can
+//! build on it without building on each other.
 
 use serde_json::Value;
 use sqlx::PgConnection;
@@ -11,10 +11,13 @@ use uuid::Uuid;
 use crate::adapter::BoxFuture;
 use crate::domain::EventKind;
 use crate::store;
+use crate::store::outbox::Position;
 
 /// One outbox event as consumers see it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
+    /// Where it stands in the outbox: consumers take events in this order, once each.
+    pub position: Position,
     pub event_id: Uuid,
     pub workflow_id: Option<Uuid>,
     pub revision: Option<i64>,
@@ -33,6 +36,7 @@ impl Event {
 impl From<store::outbox::EventRow> for Event {
     fn from(row: store::outbox::EventRow) -> Self {
         Self {
+            position: row.position,
             event_id: row.event_id,
             workflow_id: row.workflow_id,
             revision: row.revision,
@@ -44,18 +48,18 @@ impl From<store::outbox::EventRow> for Event {
 
 /// A projection or side channel fed by the outbox.
 pub trait Consumer: Send + Sync {
-    /// Names the consumer in the inbox; never change it once events were processed.
+    /// Names the consumer's cursor; never change it once events were processed.
     fn name(&self) -> &'static str;
 
-    /// Applies `event` inside `tx`, which also records it in this consumer's inbox.
+    /// Applies `event` inside `tx`, which also moves this consumer's cursor past it.
     fn handle<'a>(
         &'a self,
         tx: &'a mut PgConnection,
         event: &'a Event,
     ) -> BoxFuture<'a, sqlx::Result<()>>;
 
-    /// Applies `events` (in outbox order, each new to this consumer) inside `tx`, which also
-    /// records them in its inbox. One at a time unless the consumer knows better.
+    /// Applies `events` (in position order, each new to this consumer) inside `tx`, which also
+    /// moves its cursor past them. One at a time unless the consumer knows better.
     fn handle_batch<'a>(
         &'a self,
         tx: &'a mut PgConnection,
@@ -70,26 +74,21 @@ pub trait Consumer: Send + Sync {
     }
 }
 
-/// Records `events` in `consumer`'s inbox and applies those that were new to it, all in `tx`.
-/// Returns how many were new.
+/// Applies those of `events` (in position order) that lie past `consumer`'s cursor and moves
+/// the cursor past the last, all in `tx`: a redelivery changes nothing. A consumer without a
+/// cursor starts at `start` (where the publisher stands: it never sees older events). Returns
+/// how many were new.
 pub async fn take_all(
     tx: &mut PgConnection,
     consumer: &dyn Consumer,
     events: &[Event],
+    start: Position,
 ) -> sqlx::Result<usize> {
-    let ids: Vec<Uuid> = events.iter().map(|e| e.event_id).collect();
-    let fresh: std::collections::HashSet<Uuid> =
-        store::outbox::record_all_in_inbox(&mut *tx, consumer.name(), &ids)
-            .await?
-            .into_iter()
-            .collect();
-    let fresh: Vec<Event> = events
-        .iter()
-        .filter(|e| fresh.contains(&e.event_id))
-        .cloned()
-        .collect();
-    if !fresh.is_empty() {
-        consumer.handle_batch(tx, &fresh).await?;
+    let taken = store::outbox::lock_cursor(&mut *tx, consumer.name(), start).await?;
+    let fresh = &events[events.partition_point(|e| e.position <= taken)..];
+    if let Some(last) = fresh.last() {
+        consumer.handle_batch(&mut *tx, fresh).await?;
+        store::outbox::advance_cursor(tx, consumer.name(), last.position).await?;
     }
     Ok(fresh.len())
 }
@@ -148,16 +147,13 @@ pub async fn count(
     store::projection::add_to_counter(tx, name, &labels, by).await
 }
 
-/// Records `event` in `consumer`'s inbox and, unless it was there already, applies it, both
-/// in `tx`. Returns whether the event was new to the consumer.
+/// [`take_all`] for one event: applies it unless `consumer`'s cursor is past it. Returns
+/// whether it was new to the consumer.
 pub async fn take(
     tx: &mut PgConnection,
     consumer: &dyn Consumer,
     event: &Event,
+    start: Position,
 ) -> sqlx::Result<bool> {
-    let fresh = store::outbox::record_in_inbox(&mut *tx, consumer.name(), event.event_id).await?;
-    if fresh {
-        consumer.handle(tx, event).await?;
-    }
-    Ok(fresh)
+    Ok(take_all(tx, consumer, std::slice::from_ref(event), start).await? == 1)
 }

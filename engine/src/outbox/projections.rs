@@ -10,8 +10,9 @@ use uuid::Uuid;
 use crate::adapter::BoxFuture;
 use crate::domain::WorkflowState;
 use crate::domain::{EventKind, IncidentKind, ReceiptMethod};
-use crate::outbox::inbox::{Consumer, Event, Revision, count, revision, settle_revision, take};
+use crate::outbox::consumer::{Consumer, Event, Revision, count, revision, settle_revision};
 use crate::store;
+use crate::store::outbox::Position;
 
 /// Re-projects one workflow's status from durable state into `status_projection`; returns
 /// the workflow's state and the revision it reflects.
@@ -155,7 +156,7 @@ async fn applied_revisions(
     )
 }
 
-/// Counters of what happened, by event: commutative, so order never matters and the inbox
+/// Counters of what happened, by event: commutative, so order never matters and the cursor
 /// alone keeps a repeat from counting twice.
 pub struct MetricsProjection;
 
@@ -410,7 +411,8 @@ where
 }
 
 /// Drops every projection and rebuilds it from durable state: statuses re-projected, counters
-/// recounted from the outbox's history, revisions reset to each workflow's current one.
+/// recounted from the outbox's history up to the metrics consumer's cursor, revisions reset to
+/// each workflow's current one.
 pub async fn rebuild(pool: &PgPool) -> sqlx::Result<u64> {
     let mut tx = pool.begin().await?;
     store::projection::clear_projections(&mut tx).await?;
@@ -421,10 +423,16 @@ pub async fn rebuild(pool: &PgPool) -> sqlx::Result<u64> {
             settle_revision(&mut tx, "notifications", *workflow, current).await?;
         }
     }
-    // Counters are a fold over every event: deliver the history to the metrics consumer again.
-    let history = store::outbox::published_history(&mut tx).await?;
-    for row in history {
-        take(&mut tx, &MetricsProjection, &Event::from(row)).await?;
+    // Counters are a fold over every event: hand what the metrics consumer took to it again.
+    let metrics = MetricsProjection.name();
+    let taken = store::outbox::cursor(&mut tx, metrics).await?;
+    let mut after = Position::default();
+    loop {
+        let chunk = store::outbox::history(&mut tx, after, taken, 5_000).await?;
+        let Some(last) = chunk.last() else { break };
+        after = last.position;
+        let events: Vec<Event> = chunk.into_iter().map(Event::from).collect();
+        MetricsProjection.handle_batch(&mut tx, &events).await?;
     }
     tx.commit().await?;
     Ok(workflows.len() as u64)

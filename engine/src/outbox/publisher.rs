@@ -1,9 +1,10 @@
-//! The publisher (docs/DESIGN.md §10): delivers every outbox event at least once to each
-//! consumer it is given, and marks the event published only after all of them took it. A batch
-//! reaches each consumer in one transaction of that consumer's own, with its inbox rows; no
-//! transaction stays open across consumers (an open one would hold back the cleanup that HOT
-//! updates need). One publisher delivers at a time, across every process, by an advisory lock.
-//! Which consumers exist is the caller's choice (`outbox::consumers` builds the standard set).
+//! The publisher (docs/DESIGN.md §10): delivers every final outbox event, in position order,
+//! at least once to each consumer it is given, and moves its own cursor past a batch only after
+//! all of them took it. A batch reaches each consumer in one transaction of that consumer's own,
+//! which also moves the consumer's cursor; no transaction stays open across consumers (an open
+//! one would hold back the cleanup that HOT updates need). One publisher delivers at a time,
+//! across every process, by an advisory lock. Which consumers exist is the caller's choice
+//! (`outbox::consumers` builds the standard set).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,9 +13,25 @@ use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 
 use crate::failpoint::{self, FaultPoint};
-use crate::outbox::inbox::{Consumer, Event, take, take_all};
+use crate::outbox::consumer::{Consumer, Event, take, take_all};
 use crate::store;
+use crate::store::outbox::PUBLISHER;
 use crate::watch::latency;
+
+/// How long the publisher waits before looking again at events held back by a transaction
+/// still running.
+const HELD_BACK: Duration = Duration::from_millis(5);
+
+/// What one [`Publisher::publish_once`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pass {
+    /// Events handed to every consumer.
+    pub published: usize,
+    /// Whether events past those were left for later because they are not final yet: written
+    /// by a transaction that is still running or that is newer than one still running, so an
+    /// event that must come before them may still appear.
+    pub held_back: bool,
+}
 
 /// Delivers the outbox to its consumers.
 #[derive(Clone)]
@@ -34,46 +51,46 @@ impl Publisher {
         }
     }
 
-    /// One pass: unless another publisher is delivering, reads up to a batch of unpublished
-    /// events, hands the whole batch to every consumer at once, then marks them published.
-    /// Returns how many were published. An error leaves the batch unmarked: it is delivered
-    /// again, and the consumers that already took an event ignore it.
-    pub async fn publish_once(&self) -> sqlx::Result<usize> {
+    /// One pass: unless another publisher is delivering, reads up to a batch of final events
+    /// past the publisher's cursor, hands the whole batch to every consumer at once, then moves
+    /// the cursor past it. An error leaves the cursor where it was: the batch is delivered again,
+    /// and each consumer that already took it finds its own cursor past it.
+    pub async fn publish_once(&self) -> sqlx::Result<Pass> {
         let mut turn = self.pool.acquire().await?;
         if !store::outbox::try_lock_publisher(&mut turn).await? {
-            return Ok(0);
+            return Ok(Pass::default());
         }
-        let published = self.publish_batch().await;
+        let pass = self.publish_batch().await;
         if let Err(error) = store::outbox::unlock_publisher(&mut turn).await {
             // A session that cannot say it let go must not go back to the pool holding on.
             tracing::warn!(%error, "could not release the publisher's lock; closing its connection");
             let _ = turn.detach();
         }
-        published
+        pass
     }
 
-    async fn publish_batch(&self) -> sqlx::Result<usize> {
-        let rows = {
-            let mut conn = self.pool.acquire().await?;
-            store::outbox::unpublished(&mut conn, self.batch).await?
+    async fn publish_batch(&self) -> sqlx::Result<Pass> {
+        let mut conn = self.pool.acquire().await?;
+        let published = store::outbox::cursor(&mut conn, PUBLISHER).await?;
+        let (rows, held_back) =
+            store::outbox::final_after(&mut conn, published, self.batch).await?;
+        drop(conn);
+        let Some(last) = rows.last().map(|r| r.position) else {
+            return Ok(Pass {
+                published: 0,
+                held_back,
+            });
         };
-        if rows.is_empty() {
-            return Ok(0);
-        }
-        let (ids, events): (Vec<i64>, Vec<Event>) = rows
-            .into_iter()
-            .map(|(id, row)| (id, Event::from(row)))
-            .unzip();
         // The consumers take the batch at once, each in its own transaction: they share no
-        // rows (each has its inbox and its own tables), so none waits for another.
-        let events = Arc::new(events);
+        // rows (each has its cursor and its own tables), so none waits for another.
+        let events: Arc<Vec<Event>> = Arc::new(rows.into_iter().map(Event::from).collect());
         let mut deliveries = tokio::task::JoinSet::new();
         for index in 0..self.consumers.len() {
             let (pool, consumers, events) =
                 (self.pool.clone(), self.consumers.clone(), events.clone());
             deliveries.spawn(async move {
                 let mut tx = pool.begin().await?;
-                take_all(&mut tx, consumers[index].as_ref(), &events).await?;
+                take_all(&mut tx, consumers[index].as_ref(), &events, published).await?;
                 tx.commit().await
             });
         }
@@ -96,15 +113,37 @@ impl Publisher {
         }
         failpoint::hit(FaultPoint::DuringOutboxPublication);
         let mut conn = self.pool.acquire().await?;
-        store::outbox::mark_published(&mut conn, &ids).await?;
-        Ok(ids.len())
+        store::outbox::advance_cursor(&mut conn, PUBLISHER, last).await?;
+        Ok(Pass {
+            published: events.len(),
+            held_back,
+        })
     }
 
-    /// Delivers one event to one consumer, exactly once in effect: the inbox row and the
-    /// consumer's change commit together, and a repeat finds the inbox row.
+    /// Publishes until every event written so far has reached every consumer, waiting out the
+    /// transactions that hold events back (see [`Pass::held_back`]).
+    pub async fn drain(&self) -> sqlx::Result<usize> {
+        let mut published = 0;
+        loop {
+            let pass = self.publish_once().await?;
+            published += pass.published;
+            match pass {
+                Pass {
+                    published: 0,
+                    held_back: false,
+                } => return Ok(published),
+                Pass { published: 0, .. } => tokio::time::sleep(HELD_BACK).await,
+                _ => {}
+            }
+        }
+    }
+
+    /// Delivers one event to one consumer, exactly once in effect: the consumer's cursor and
+    /// change commit together, and a repeat finds the cursor past it.
     pub async fn deliver(&self, consumer: &dyn Consumer, event: &Event) -> sqlx::Result<bool> {
         let mut tx = self.pool.begin().await?;
-        let fresh = take(&mut tx, consumer, event).await?;
+        let published = store::outbox::cursor(&mut tx, PUBLISHER).await?;
+        let fresh = take(&mut tx, consumer, event, published).await?;
         tx.commit().await?;
         Ok(fresh)
     }
@@ -128,7 +167,15 @@ impl Publisher {
         };
         loop {
             match self.publish_once().await {
-                Ok(n) if n > 0 => continue,
+                Ok(pass) if pass.published > 0 => continue,
+                // Not final yet: its transaction, or an older one, is still running. Their
+                // commits may not notify (only those that wrote events do), so look again soon.
+                Ok(pass) if pass.held_back => {
+                    tokio::select! {
+                        () = &mut shutdown => return,
+                        () = tokio::time::sleep(HELD_BACK) => continue,
+                    }
+                }
                 Ok(_) => {}
                 Err(error) => tracing::warn!(%error, "outbox publication failed; retrying"),
             }

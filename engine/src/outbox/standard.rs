@@ -1,7 +1,7 @@
 //! The consumers every Z29C process runs, so a caller builds the standard publisher in one
 //! line: `Publisher::new(pool, outbox::consumers(webhook))`.
 
-use crate::outbox::inbox::Consumer;
+use crate::outbox::consumer::Consumer;
 use crate::outbox::projections::{MetricsProjection, NotificationCandidates, StatusProjection};
 use crate::outbox::webhook::Webhook;
 

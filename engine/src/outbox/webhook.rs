@@ -1,5 +1,5 @@
 //! The alert webhook (docs/DESIGN.md §10, §11): an outbox consumer that queues each
-//! `alert.opened` event once, by its inbox, and the sender that posts the queue with the event
+//! `alert.opened` event once, by its cursor, and the sender that posts the queue with the event
 //! id as `Idempotency-Key`, so an alert is never lost nor sent twice.
 
 use std::time::Duration;
@@ -8,11 +8,11 @@ use sqlx::{PgConnection, PgPool};
 
 use crate::adapter::BoxFuture;
 use crate::domain::EventKind;
-use crate::outbox::inbox::{Consumer, Event};
+use crate::outbox::consumer::{Consumer, Event};
 use crate::store;
 
 /// The webhook's outbox consumer: queues each `alert.opened` event for delivery (once, by the
-/// inbox); [`deliver_webhooks`] sends the queue.
+/// cursor); [`deliver_webhooks`] sends the queue.
 pub struct Webhook {
     url: String,
 }

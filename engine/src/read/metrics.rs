@@ -75,9 +75,7 @@ pub async fn open_alerts_by_rule(pool: &PgPool) -> sqlx::Result<Vec<(String, i64
     Ok(rows.into_iter().map(|r| (r.rule, r.n)).collect())
 }
 
-/// Outbox events not yet published.
+/// Outbox events not yet handed to every consumer.
 pub async fn outbox_backlog(pool: &PgPool) -> sqlx::Result<i64> {
-    sqlx::query_scalar!(r#"select count(*) as "n!" from outbox where published_at is null"#)
-        .fetch_one(pool)
-        .await
+    crate::store::outbox::backlog(&mut *pool.acquire().await?).await
 }

@@ -1,15 +1,24 @@
-//! The outbox's delivery side and the consumers' inbox (docs/DESIGN.md §10): claiming
-//! unpublished events, marking them published, and what each consumer has taken and applied.
-//! Appending an event is [`super::journal`]'s: it belongs to the transaction of the change it
-//! announces.
+//! The outbox's delivery side (docs/DESIGN.md §10): reading final events in position order and
+//! the readers' cursors (the publisher's and each consumer's), and the revisions per workflow
+//! that the projections have applied. Appending an event is [`super::journal`]'s: it belongs to
+//! the transaction of the change it announces.
 
 use serde_json::Value;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+/// Where an event stands in the outbox: the transaction that wrote it, then its row. Events
+/// are read in this order, and a reader's cursor is the position of the last one it took.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Position {
+    pub txid: i64,
+    pub id: i64,
+}
+
 /// One outbox event as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventRow {
+    pub position: Position,
     pub event_id: Uuid,
     pub workflow_id: Option<Uuid>,
     pub revision: Option<i64>,
@@ -17,27 +26,73 @@ pub struct EventRow {
     pub payload: Value,
 }
 
-/// Marks the outbox rows `ids` published.
-pub async fn mark_published(conn: &mut PgConnection, ids: &[i64]) -> sqlx::Result<()> {
-    sqlx::query!(
-        r#"update outbox set published_at = now() where id = any($1)"#,
-        ids
+/// The reader name of the publisher's cursor: every consumer took everything up to it.
+pub const PUBLISHER: &str = "publisher";
+
+/// Up to `batch` events after `after`, in position order, and whether events after those
+/// exist that are not final yet (written by a transaction older than one still running, or
+/// still running itself): they are left for a later read, which will find them in order.
+pub async fn final_after(
+    conn: &mut PgConnection,
+    after: Position,
+    batch: i64,
+) -> sqlx::Result<(Vec<EventRow>, bool)> {
+    let rows = sqlx::query!(
+        r#"select txid, id, event_id, workflow_id, revision, kind, payload,
+                  pg_snapshot_xmin(pg_current_snapshot())::text::bigint as "horizon!"
+           from outbox where (txid, id) > ($1, $2) order by txid, id limit $3"#,
+        after.txid,
+        after.id,
+        batch
     )
-    .execute(conn)
+    .fetch_all(conn)
     .await?;
-    Ok(())
+    let total = rows.len();
+    let events: Vec<EventRow> = rows
+        .into_iter()
+        .take_while(|r| r.txid < r.horizon)
+        .map(|r| EventRow {
+            position: Position {
+                txid: r.txid,
+                id: r.id,
+            },
+            event_id: r.event_id,
+            workflow_id: r.workflow_id,
+            revision: r.revision,
+            kind: r.kind,
+            payload: r.payload,
+        })
+        .collect();
+    let held_back = events.len() < total;
+    Ok((events, held_back))
 }
 
-/// Every published event, in the order it was appended: the history a rebuild replays.
-pub async fn published_history(conn: &mut PgConnection) -> sqlx::Result<Vec<EventRow>> {
+/// Up to `batch` events after `after` and up to `until`, in position order: history a reader
+/// already took, for replaying it.
+pub async fn history(
+    conn: &mut PgConnection,
+    after: Position,
+    until: Position,
+    batch: i64,
+) -> sqlx::Result<Vec<EventRow>> {
     let rows = sqlx::query!(
-        r#"select event_id, workflow_id, revision, kind, payload from outbox where published_at is not null order by id"#
+        r#"select txid, id, event_id, workflow_id, revision, kind, payload from outbox
+           where (txid, id) > ($1, $2) and (txid, id) <= ($3, $4) order by txid, id limit $5"#,
+        after.txid,
+        after.id,
+        until.txid,
+        until.id,
+        batch
     )
     .fetch_all(conn)
     .await?;
     Ok(rows
         .into_iter()
         .map(|r| EventRow {
+            position: Position {
+                txid: r.txid,
+                id: r.id,
+            },
             event_id: r.event_id,
             workflow_id: r.workflow_id,
             revision: r.revision,
@@ -47,22 +102,75 @@ pub async fn published_history(conn: &mut PgConnection) -> sqlx::Result<Vec<Even
         .collect())
 }
 
-/// Records in `consumer`'s inbox that it takes event `event_id`; false when the inbox had it
-/// already (a redelivery).
-pub async fn record_in_inbox(
+/// Where `reader` stands; a reader that never took anything stands at the start.
+pub async fn cursor(conn: &mut PgConnection, reader: &str) -> sqlx::Result<Position> {
+    let row = sqlx::query!(
+        r#"select txid, id from outbox_cursor where reader = $1"#,
+        reader
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row
+        .map(|r| Position {
+            txid: r.txid,
+            id: r.id,
+        })
+        .unwrap_or_default())
+}
+
+/// Where `reader` stands, locked until `conn`'s transaction ends (two deliveries to one
+/// consumer then take their events one after the other). A reader seen for the first time
+/// starts at `start`.
+pub async fn lock_cursor(
     conn: &mut PgConnection,
-    consumer: &str,
-    event_id: Uuid,
-) -> sqlx::Result<bool> {
-    let inserted = sqlx::query!(
-        r#"insert into inbox (consumer, event_id) values ($1, $2) on conflict do nothing"#,
-        consumer,
-        event_id
+    reader: &str,
+    start: Position,
+) -> sqlx::Result<Position> {
+    let row = sqlx::query!(
+        r#"insert into outbox_cursor (reader, txid, id) values ($1, $2, $3)
+           on conflict (reader) do update set txid = outbox_cursor.txid
+           returning txid, id"#,
+        reader,
+        start.txid,
+        start.id
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(Position {
+        txid: row.txid,
+        id: row.id,
+    })
+}
+
+/// Moves `reader`'s cursor to `to`; never backwards.
+pub async fn advance_cursor(
+    conn: &mut PgConnection,
+    reader: &str,
+    to: Position,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"insert into outbox_cursor (reader, txid, id) values ($1, $2, $3)
+           on conflict (reader) do update set txid = excluded.txid, id = excluded.id
+           where (outbox_cursor.txid, outbox_cursor.id) < (excluded.txid, excluded.id)"#,
+        reader,
+        to.txid,
+        to.id
     )
     .execute(conn)
-    .await?
-    .rows_affected();
-    Ok(inserted == 1)
+    .await?;
+    Ok(())
+}
+
+/// How many events the publisher has not handed to every consumer yet.
+pub async fn backlog(conn: &mut PgConnection) -> sqlx::Result<i64> {
+    let published = cursor(&mut *conn, PUBLISHER).await?;
+    sqlx::query_scalar!(
+        r#"select count(*) as "n!" from outbox where (txid, id) > ($1, $2)"#,
+        published.txid,
+        published.id
+    )
+    .fetch_one(conn)
+    .await
 }
 
 /// The revision of `workflow` that `consumer` has applied, if any, locking that record until
@@ -124,51 +232,6 @@ pub async fn unlock_publisher(conn: &mut PgConnection) -> sqlx::Result<()> {
     .fetch_one(conn)
     .await?;
     Ok(())
-}
-
-/// Up to `batch` unpublished events, oldest first, with their outbox row ids; read without
-/// a lock and without a transaction held open (the publisher's lock keeps publishers apart).
-pub async fn unpublished(
-    conn: &mut PgConnection,
-    batch: i64,
-) -> sqlx::Result<Vec<(i64, EventRow)>> {
-    let rows = sqlx::query!(
-        r#"select id, event_id, workflow_id, revision, kind, payload from outbox
-               where published_at is null order by id limit $1"#,
-        batch
-    )
-    .fetch_all(conn)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| {
-            let event = EventRow {
-                event_id: r.event_id,
-                workflow_id: r.workflow_id,
-                revision: r.revision,
-                kind: r.kind,
-                payload: r.payload,
-            };
-            (r.id, event)
-        })
-        .collect())
-}
-
-/// Records in `consumer`'s inbox that it takes `events`; returns the ids that were new to it
-/// (the others are redeliveries).
-pub async fn record_all_in_inbox(
-    conn: &mut PgConnection,
-    consumer: &str,
-    events: &[Uuid],
-) -> sqlx::Result<Vec<Uuid>> {
-    sqlx::query_scalar!(
-        r#"insert into inbox (consumer, event_id) select $1, unnest($2::uuid[])
-           on conflict do nothing returning event_id"#,
-        consumer,
-        events
-    )
-    .fetch_all(conn)
-    .await
 }
 
 /// The revisions `consumer` has applied for `workflows` (absent: none yet), locking those

@@ -1,6 +1,6 @@
 //! The projections' writes (docs/DESIGN.md §10): the status projection, the metrics counters,
 //! notification candidates (and their sending), and the resets a rebuild starts from. A
-//! consumer's write runs in the transaction that records the event in its inbox, so the two
+//! consumer's write runs in the transaction that moves its cursor past the event, so the two
 //! commit together.
 
 use sqlx::{Executor, PgConnection, Postgres};
@@ -139,8 +139,8 @@ where
 }
 
 /// Empties every rebuildable projection: status rows, the revisions of the status and
-/// notification consumers, the counters and the metrics inbox (so history can be replayed
-/// through it). Notification candidates and the webhook queue are kept.
+/// notification consumers, and the counters (the metrics consumer's cursor stays: history up
+/// to it is replayed). Notification candidates and the webhook queue are kept.
 pub async fn clear_projections(conn: &mut PgConnection) -> sqlx::Result<()> {
     sqlx::query!("delete from status_projection")
         .execute(&mut *conn)
@@ -149,9 +149,6 @@ pub async fn clear_projections(conn: &mut PgConnection) -> sqlx::Result<()> {
         .execute(&mut *conn)
         .await?;
     sqlx::query!("delete from metric_counter")
-        .execute(&mut *conn)
-        .await?;
-    sqlx::query!("delete from inbox where consumer = 'metrics'")
         .execute(&mut *conn)
         .await?;
     Ok(())

@@ -8,32 +8,47 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::support::Harness;
 use destinations::{Fault, FaultPlan, FaultRule, Kind, Match, Operation};
 use engine::adapter::BoxFuture;
-use engine::outbox::inbox::{Consumer, Event};
+use engine::domain::EventKind;
+use engine::outbox::consumer::{Consumer, Event};
 use engine::outbox::projections::{MetricsProjection, NotificationCandidates, StatusProjection};
-use engine::outbox::publisher::Publisher;
+use engine::outbox::publisher::{Pass, Publisher};
+use engine::store::outbox::Position;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 async fn publish_all(publisher: &Publisher) {
-    while publisher.publish_once().await.unwrap() > 0 {}
+    publisher.drain().await.unwrap();
 }
 
 async fn events(pool: &PgPool, workflow: Uuid) -> Vec<Event> {
-    sqlx::query_as::<_, (Uuid, Option<Uuid>, Option<i64>, String, serde_json::Value)>(
-        "select event_id, workflow_id, revision, kind, payload from outbox where workflow_id = $1 order by id",
+    type Row = (
+        i64,
+        i64,
+        Uuid,
+        Option<Uuid>,
+        Option<i64>,
+        String,
+        serde_json::Value,
+    );
+    sqlx::query_as::<_, Row>(
+        "select txid, id, event_id, workflow_id, revision, kind, payload from outbox
+         where workflow_id = $1 order by txid, id",
     )
     .bind(workflow)
     .fetch_all(pool)
     .await
     .unwrap()
     .into_iter()
-    .map(|(event_id, workflow_id, revision, kind, payload)| Event {
-        event_id,
-        workflow_id,
-        revision,
-        kind,
-        payload,
-    })
+    .map(
+        |(txid, id, event_id, workflow_id, revision, kind, payload)| Event {
+            position: Position { txid, id },
+            event_id,
+            workflow_id,
+            revision,
+            kind,
+            payload,
+        },
+    )
     .collect()
 }
 
@@ -245,11 +260,9 @@ async fn a_publisher_that_dies_before_marking_its_batch_loses_nothing_and_double
         ],
     );
     assert!(dying.publish_once().await.is_err());
-    let unpublished: i64 =
-        sqlx::query_scalar("select count(*) from outbox where published_at is null")
-            .fetch_one(&h.pool)
-            .await
-            .unwrap();
+    let unpublished = engine::read::metrics::outbox_backlog(&h.pool)
+        .await
+        .unwrap();
     assert!(unpublished > 0);
 
     publish_all(&Publisher::new(
@@ -269,6 +282,68 @@ async fn a_publisher_that_dies_before_marking_its_batch_loses_nothing_and_double
         )
         .await,
         1
+    );
+}
+
+/// Remembers the events it is handed, in order.
+struct Recording {
+    seen: Arc<std::sync::Mutex<Vec<Uuid>>>,
+}
+
+impl Consumer for Recording {
+    fn name(&self) -> &'static str {
+        "recording"
+    }
+
+    fn handle<'a>(
+        &'a self,
+        _: &'a mut PgConnection,
+        event: &'a Event,
+    ) -> BoxFuture<'a, sqlx::Result<()>> {
+        self.seen.lock().unwrap().push(event.event_id);
+        Box::pin(async { Ok(()) })
+    }
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn an_event_committed_after_a_newer_transactions_event_is_still_delivered_and_first(
+    pool: PgPool,
+) {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let publisher = Publisher::new(
+        pool.clone(),
+        vec![Box::new(Recording { seen: seen.clone() })],
+    );
+    let alert = |rule: &str| serde_json::json!({ "rule": rule });
+    let mut older = pool.begin().await.unwrap();
+    let first =
+        engine::store::journal::emit_global(&mut older, EventKind::AlertOpened, &alert("older"))
+            .await
+            .unwrap();
+    let mut newer = pool.begin().await.unwrap();
+    let second =
+        engine::store::journal::emit_global(&mut newer, EventKind::AlertOpened, &alert("newer"))
+            .await
+            .unwrap();
+    newer.commit().await.unwrap();
+
+    // The newer event is committed, but an event before it may still appear: it waits.
+    assert_eq!(
+        publisher.publish_once().await.unwrap(),
+        Pass {
+            published: 0,
+            held_back: true
+        }
+    );
+    assert!(seen.lock().unwrap().is_empty());
+
+    older.commit().await.unwrap();
+    assert_eq!(publisher.drain().await.unwrap(), 2);
+    assert_eq!(*seen.lock().unwrap(), [first, second]);
+    assert_eq!(publisher.drain().await.unwrap(), 0, "delivered twice");
+    assert_eq!(
+        engine::read::metrics::outbox_backlog(&pool).await.unwrap(),
+        0
     );
 }
 

@@ -51,8 +51,8 @@ async fn thousands_of_finished_workflows(pool: &PgPool) {
          select gen_random_uuid(), id, 1, 'w' from step",
         "insert into observation (step_id, attempt_id, kind, body, outcome)
          select step_id, id, 'transport', '{\"observed\": \"succeeded\"}', 'succeeded' from attempt_start",
-        "insert into outbox (event_id, workflow_id, revision, kind, payload, published_at)
-         select gen_random_uuid(), id, 1, 'workflow.started', '{}', now() from workflow",
+        "insert into outbox (event_id, workflow_id, revision, kind, payload)
+         select gen_random_uuid(), id, 1, 'workflow.started', '{}' from workflow",
         "analyze",
     ] {
         sqlx::query(sql).execute(pool).await.unwrap();

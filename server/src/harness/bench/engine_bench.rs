@@ -196,12 +196,15 @@ async fn system_run(
     })
 }
 
-/// Workflows completed, status rows that say so, and whether any event is unpublished.
+/// Workflows completed, status rows that say so, and whether any event has not reached every
+/// consumer.
 async fn progress(watch: &mut PgConnection) -> anyhow::Result<(i64, i64, bool)> {
     Ok(sqlx::query_as(&format!(
         "{WATCH} select (select count(*) from workflow where state = 'completed'),
                         (select count(*) from status_projection where state = 'completed'),
-                        exists (select 1 from outbox where published_at is null)"
+                        exists (select 1 from outbox where (txid, id) > (
+                            coalesce((select txid from outbox_cursor where reader = 'publisher'), 0),
+                            coalesce((select id from outbox_cursor where reader = 'publisher'), 0)))"
     ))
     .fetch_one(watch)
     .await?)
