@@ -18,9 +18,9 @@ use crate::store;
 use crate::store::outbox::PUBLISHER;
 use crate::watch::latency;
 
-/// How long the publisher waits before looking again at events held back by a transaction
-/// still running.
-const HELD_BACK: Duration = Duration::from_millis(5);
+/// How long the publisher waits, unless notified sooner, before looking again at events held
+/// back by a transaction still running.
+const HELD_BACK: Duration = Duration::from_millis(20);
 
 /// What one [`Publisher::publish_once`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -70,11 +70,10 @@ impl Publisher {
     }
 
     async fn publish_batch(&self) -> sqlx::Result<Pass> {
-        let mut conn = self.pool.acquire().await?;
-        let published = store::outbox::cursor(&mut conn, PUBLISHER).await?;
-        let (rows, held_back) =
-            store::outbox::final_after(&mut conn, published, self.batch).await?;
-        drop(conn);
+        let (published, rows, held_back) = {
+            let mut conn = self.pool.acquire().await?;
+            store::outbox::unpublished(&mut conn, self.batch).await?
+        };
         let Some(last) = rows.last().map(|r| r.position) else {
             return Ok(Pass {
                 published: 0,
@@ -166,19 +165,18 @@ impl Publisher {
             }
         };
         loop {
-            match self.publish_once().await {
+            let wait = match self.publish_once().await {
                 Ok(pass) if pass.published > 0 => continue,
-                // Not final yet: its transaction, or an older one, is still running. Their
-                // commits may not notify (only those that wrote events do), so look again soon.
-                Ok(pass) if pass.held_back => {
-                    tokio::select! {
-                        () = &mut shutdown => return,
-                        () = tokio::time::sleep(HELD_BACK) => continue,
-                    }
+                // Not final yet: its transaction, or an older one, is still running. The next
+                // commit that writes events notifies; one that writes none does not, so look
+                // again soon in any case.
+                Ok(pass) if pass.held_back => HELD_BACK,
+                Ok(_) => poll,
+                Err(error) => {
+                    tracing::warn!(%error, "outbox publication failed; retrying");
+                    poll
                 }
-                Ok(_) => {}
-                Err(error) => tracing::warn!(%error, "outbox publication failed; retrying"),
-            }
+            };
             let woken = async {
                 match listener.as_mut() {
                     Some(l) => {
@@ -190,7 +188,7 @@ impl Publisher {
             tokio::select! {
                 () = &mut shutdown => return,
                 () = woken => {}
-                () = tokio::time::sleep(poll) => {}
+                () = tokio::time::sleep(wait) => {}
             }
         }
     }

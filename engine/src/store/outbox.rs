@@ -29,42 +29,56 @@ pub struct EventRow {
 /// The reader name of the publisher's cursor: every consumer took everything up to it.
 pub const PUBLISHER: &str = "publisher";
 
-/// Up to `batch` events after `after`, in position order, and whether events after those
-/// exist that are not final yet (written by a transaction older than one still running, or
-/// still running itself): they are left for a later read, which will find them in order.
-pub async fn final_after(
+/// Where the publisher stands, up to `batch` final events past it in position order, and
+/// whether events past those exist that are not final yet (written by a transaction that is
+/// still running, or newer than one that is): they are left for a later read, which will find
+/// them in order. One statement, read without a transaction held open.
+pub async fn unpublished(
     conn: &mut PgConnection,
-    after: Position,
     batch: i64,
-) -> sqlx::Result<(Vec<EventRow>, bool)> {
+) -> sqlx::Result<(Position, Vec<EventRow>, bool)> {
     let rows = sqlx::query!(
-        r#"select txid, id, event_id, workflow_id, revision, kind, payload,
+        r#"with published as (
+               select coalesce(max(txid), 0) as txid, coalesce(max(id), 0) as id
+               from outbox_cursor where reader = 'publisher')
+           select p.txid as "after_txid!", p.id as "after_id!",
+                  o.txid as "txid?", o.id as "id?", o.event_id as "event_id?",
+                  o.workflow_id, o.revision, o.kind as "kind?", o.payload as "payload?",
                   pg_snapshot_xmin(pg_current_snapshot())::text::bigint as "horizon!"
-           from outbox where (txid, id) > ($1, $2) order by txid, id limit $3"#,
-        after.txid,
-        after.id,
+           from published p
+           left join lateral (select * from outbox
+                              where (outbox.txid, outbox.id) > (p.txid, p.id)
+                              order by outbox.txid, outbox.id limit $1) o on true"#,
         batch
     )
     .fetch_all(conn)
     .await?;
-    let total = rows.len();
-    let events: Vec<EventRow> = rows
-        .into_iter()
-        .take_while(|r| r.txid < r.horizon)
-        .map(|r| EventRow {
-            position: Position {
-                txid: r.txid,
-                id: r.id,
-            },
-            event_id: r.event_id,
+    let published = rows.first().map_or_else(Position::default, |r| Position {
+        txid: r.after_txid,
+        id: r.after_id,
+    });
+    let mut events = Vec::with_capacity(rows.len());
+    let mut held_back = false;
+    for r in rows {
+        let (Some(txid), Some(id), Some(event_id), Some(kind), Some(payload)) =
+            (r.txid, r.id, r.event_id, r.kind, r.payload)
+        else {
+            continue;
+        };
+        if txid >= r.horizon {
+            held_back = true;
+            break;
+        }
+        events.push(EventRow {
+            position: Position { txid, id },
+            event_id,
             workflow_id: r.workflow_id,
             revision: r.revision,
-            kind: r.kind,
-            payload: r.payload,
-        })
-        .collect();
-    let held_back = events.len() < total;
-    Ok((events, held_back))
+            kind,
+            payload,
+        });
+    }
+    Ok((published, events, held_back))
 }
 
 /// Up to `batch` events after `after` and up to `until`, in position order: history a reader
