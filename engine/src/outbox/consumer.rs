@@ -75,20 +75,31 @@ pub trait Consumer: Send + Sync {
 }
 
 /// Applies those of `events` (in position order) that lie past `consumer`'s cursor and moves
-/// the cursor past the last, all in `tx`: a redelivery changes nothing. A consumer without a
-/// cursor starts at `start` (where the publisher stands: it never sees older events). Returns
-/// how many were new.
+/// the cursor past the last, all in `tx`: a redelivery changes nothing. `start` is where the
+/// publisher stood when it read `events`: a consumer usually stands there too, and then one
+/// statement moves and locks its cursor; one without a cursor starts there (it never sees
+/// older events). Returns how many were new.
 pub async fn take_all(
     tx: &mut PgConnection,
     consumer: &dyn Consumer,
     events: &[Event],
     start: Position,
 ) -> sqlx::Result<usize> {
-    let taken = store::outbox::lock_cursor(&mut *tx, consumer.name(), start).await?;
+    let Some(last) = events.last().map(|e| e.position) else {
+        return Ok(0);
+    };
+    let name = consumer.name();
+    if events[0].position > start
+        && store::outbox::move_cursor_from(&mut *tx, name, start, last).await?
+    {
+        consumer.handle_batch(&mut *tx, events).await?;
+        return Ok(events.len());
+    }
+    let taken = store::outbox::lock_cursor(&mut *tx, name, start).await?;
     let fresh = &events[events.partition_point(|e| e.position <= taken)..];
-    if let Some(last) = fresh.last() {
+    if !fresh.is_empty() {
         consumer.handle_batch(&mut *tx, fresh).await?;
-        store::outbox::advance_cursor(tx, consumer.name(), last.position).await?;
+        store::outbox::advance_cursor(tx, name, last).await?;
     }
     Ok(fresh.len())
 }

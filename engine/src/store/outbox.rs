@@ -156,6 +156,29 @@ pub async fn lock_cursor(
     })
 }
 
+/// Moves `reader`'s cursor from exactly `from` to `to`, locking it until `conn`'s transaction
+/// ends; false (and nothing changed) when it stood anywhere else or nowhere yet.
+pub async fn move_cursor_from(
+    conn: &mut PgConnection,
+    reader: &str,
+    from: Position,
+    to: Position,
+) -> sqlx::Result<bool> {
+    let moved = sqlx::query!(
+        r#"update outbox_cursor set txid = $4, id = $5
+           where reader = $1 and txid = $2 and id = $3"#,
+        reader,
+        from.txid,
+        from.id,
+        to.txid,
+        to.id
+    )
+    .execute(conn)
+    .await?
+    .rows_affected();
+    Ok(moved == 1)
+}
+
 /// Moves `reader`'s cursor to `to`; never backwards.
 pub async fn advance_cursor(
     conn: &mut PgConnection,
