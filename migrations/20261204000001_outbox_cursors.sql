@@ -5,9 +5,10 @@
 -- exactly once, and one cursor per reader replaces an inbox row per event and consumer and the
 -- `published_at` update per event.
 
--- The events written before this migration keep their order and come before every later one.
+-- The events written before this migration come before every later one (real transaction ids
+-- start at 3): the published ones at 0, the unpublished ones after them at 1, each in id order.
 alter table outbox add column txid bigint;
-update outbox set txid = 0;
+update outbox set txid = case when published_at is null then 1 else 0 end;
 alter table outbox
     alter column txid set not null,
     alter column txid set default (pg_current_xact_id()::text::bigint);
@@ -21,20 +22,21 @@ create table outbox_cursor (
     id     bigint not null
 ) with (fillfactor = 50);
 
--- Before, events were delivered in id order; a consumer took everything up to its first event
--- that is neither published nor in its inbox (an event it took past that point is taken again:
--- the status and notification consumers ignore it by its revision, the counters would count it
--- twice, which only a publisher that died mid-batch right before this migration can cause).
+-- The publisher stands past every published event. A consumer stands past the published ones
+-- and, among the unpublished, up to its first one not in its inbox (or past them all). An
+-- unpublished event it took beyond that point (an event with a lower id committed late inside a
+-- batch that was never marked) is taken again: the status and notification consumers ignore it
+-- by its revision, the counters would count it twice.
 insert into outbox_cursor (reader, txid, id)
-select 'publisher', 0,
-       coalesce((select min(id) - 1 from outbox where published_at is null),
-                (select max(id) from outbox), 0);
+select 'publisher', 0, coalesce((select max(id) from outbox where published_at is not null), 0);
 insert into outbox_cursor (reader, txid, id)
-select consumers.consumer, 0,
+select consumers.consumer,
+       case when exists (select 1 from outbox where published_at is null) then 1 else 0 end,
        coalesce((select min(o.id) - 1 from outbox o
                  where o.published_at is null
                    and not exists (select 1 from inbox i
                                    where i.consumer = consumers.consumer and i.event_id = o.event_id)),
+                (select max(id) from outbox where published_at is null),
                 (select max(id) from outbox), 0)
 from (select distinct consumer from inbox) consumers;
 

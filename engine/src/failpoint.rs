@@ -22,7 +22,7 @@ pub enum FaultPoint {
     DuringStatusQuery,
     /// A withdrawal was accepted; its observation is not durable yet.
     DuringCompensationAcceptance,
-    /// Consumers took a batch of events; the batch is not marked published.
+    /// Consumers took a batch of events; the publisher's cursor has not moved past it.
     DuringOutboxPublication,
 }
 

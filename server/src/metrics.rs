@@ -215,7 +215,7 @@ fn describe() {
     describe_gauge!("z29c_alerts_open", "Open alerts, by rule.");
     describe_gauge!(
         "z29c_outbox_unpublished",
-        "Outbox events not yet published."
+        "Outbox events not yet handed to every consumer."
     );
     describe_gauge!(
         "z29c_db_pool_connections",

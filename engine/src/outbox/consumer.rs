@@ -159,7 +159,8 @@ pub async fn count(
 }
 
 /// [`take_all`] for one event: applies it unless `consumer`'s cursor is past it. Returns
-/// whether it was new to the consumer.
+/// whether it was new to the consumer. Like `take_all`, it moves the cursor past the event:
+/// events before it that the consumer has not taken are never handed to it.
 pub async fn take(
     tx: &mut PgConnection,
     consumer: &dyn Consumer,

@@ -415,6 +415,10 @@ where
 /// each workflow's current one.
 pub async fn rebuild(pool: &PgPool) -> sqlx::Result<u64> {
     let mut tx = pool.begin().await?;
+    // The metrics consumer waits until the rebuild commits: a batch it took in between would
+    // land both in the replayed history and in counters the rebuild did not clear.
+    let published = store::outbox::cursor(&mut tx, store::outbox::PUBLISHER).await?;
+    let taken = store::outbox::lock_cursor(&mut tx, MetricsProjection.name(), published).await?;
     store::projection::clear_projections(&mut tx).await?;
     let workflows = store::projection::workflow_ids(&mut tx).await?;
     for workflow in &workflows {
@@ -424,8 +428,6 @@ pub async fn rebuild(pool: &PgPool) -> sqlx::Result<u64> {
         }
     }
     // Counters are a fold over every event: hand what the metrics consumer took to it again.
-    let metrics = MetricsProjection.name();
-    let taken = store::outbox::cursor(&mut tx, metrics).await?;
     let mut after = Position::default();
     loop {
         let chunk = store::outbox::history(&mut tx, after, taken, 5_000).await?;

@@ -13,7 +13,7 @@ use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 
 use crate::failpoint::{self, FaultPoint};
-use crate::outbox::consumer::{Consumer, Event, take, take_all};
+use crate::outbox::consumer::{Consumer, Event, take_all};
 use crate::store;
 use crate::store::outbox::PUBLISHER;
 use crate::watch::latency;
@@ -135,16 +135,6 @@ impl Publisher {
                 _ => {}
             }
         }
-    }
-
-    /// Delivers one event to one consumer, exactly once in effect: the consumer's cursor and
-    /// change commit together, and a repeat finds the cursor past it.
-    pub async fn deliver(&self, consumer: &dyn Consumer, event: &Event) -> sqlx::Result<bool> {
-        let mut tx = self.pool.begin().await?;
-        let published = store::outbox::cursor(&mut tx, PUBLISHER).await?;
-        let fresh = take(&mut tx, consumer, event, published).await?;
-        tx.commit().await?;
-        Ok(fresh)
     }
 
     /// Publishes until `shutdown` resolves: woken by `NOTIFY z29c_outbox`, polling every

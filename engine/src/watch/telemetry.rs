@@ -94,7 +94,7 @@ async fn incidents_and_violations(pool: &PgPool, f: &mut Figures) -> sqlx::Resul
     Ok(())
 }
 
-/// Open alerts by rule, and the outbox events not yet published.
+/// Open alerts by rule, and the outbox events not yet handed to every consumer.
 async fn alerts_and_outbox(pool: &PgPool, f: &mut Figures) -> sqlx::Result<()> {
     for (rule, n) in metrics::open_alerts_by_rule(pool).await? {
         f.gauges
