@@ -99,6 +99,13 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
              step(s) are ready again",
             resume.to_recovery, resume.marked, resume.to_ready
         );
+        if resume.rebased_events > 0 {
+            println!(
+                "before resume: {} outbox event(s) were ahead of this cluster's transaction ids \
+                 (restored from another cluster) and were re-based, every reader's place kept",
+                resume.rebased_events
+            );
+        }
     }
     let violations = engine::watch::invariants::check(&db.pool).await?;
     let orphans = engine::watch::invariants::orphans(&db.pool).await?;

@@ -198,6 +198,59 @@ pub async fn advance_cursor(
     Ok(())
 }
 
+/// Re-bases every stored position when some of them are not below this cluster's transaction
+/// ids (a `pg_dump` restored into another cluster whose counter is behind the one that wrote
+/// it): new events would sort before the restored cursors and never be read. Each event's
+/// txid becomes 2 plus the number of distinct cursor positions before it, and each cursor the
+/// last event of its own segment, so every reader has taken exactly the events it had taken and
+/// every later transaction id sorts after them all. Within a segment events keep id order (the
+/// consumers sort a workflow's revisions within a batch, docs/DESIGN.md §10). Returns how many
+/// events moved: none when the positions are already below the counter. Run with every reader
+/// stopped; it holds the outbox's append-only trigger off for its own transaction only.
+pub async fn rebase_positions(conn: &mut PgConnection) -> sqlx::Result<u64> {
+    let ahead = sqlx::query_scalar!(
+        r#"select coalesce(greatest((select max(txid) from outbox),
+                                    (select max(txid) from outbox_cursor))
+                           >= pg_current_xact_id()::text::bigint, false) as "ahead!""#
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    if !ahead {
+        return Ok(0);
+    }
+    sqlx::query!("alter table outbox disable trigger outbox_is_append_only")
+        .execute(&mut *conn)
+        .await?;
+    // Both updates read the positions as they were before either (one statement, one snapshot).
+    let moved = sqlx::query!(
+        r#"with cuts as (select distinct txid, id from outbox_cursor),
+           events as (
+               update outbox o
+               set txid = 2 + (select count(*) from cuts c where (c.txid, c.id) < (o.txid, o.id))
+               returning 1
+           ),
+           cursors as (
+               update outbox_cursor k
+               set txid = 2 + (select count(*) from cuts c where (c.txid, c.id) < (k.txid, k.id)),
+                   id = coalesce((
+                       select max(o.id) from outbox o
+                       where (o.txid, o.id) <= (k.txid, k.id)
+                         and not exists (select 1 from cuts c
+                                         where (c.txid, c.id) >= (o.txid, o.id)
+                                           and (c.txid, c.id) < (k.txid, k.id))), 0)
+               returning 1
+           )
+           select (select count(*) from events) as "events!",
+                  (select count(*) from cursors) as "cursors!""#
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    sqlx::query!("alter table outbox enable trigger outbox_is_append_only")
+        .execute(&mut *conn)
+        .await?;
+    Ok(u64::try_from(moved.events).unwrap_or(0))
+}
+
 /// How many events the publisher has not handed to every consumer yet.
 pub async fn backlog(conn: &mut PgConnection) -> sqlx::Result<i64> {
     let published = cursor(&mut *conn, PUBLISHER).await?;

@@ -78,6 +78,9 @@ pub struct Resume {
     pub marked: usize,
     /// Pure steps caught running, ready again.
     pub to_ready: usize,
+    /// Outbox events whose positions were re-based below this cluster's transaction ids
+    /// (restored into another cluster; none otherwise).
+    pub rebased_events: u64,
 }
 
 /// Before workers resume after a restore. The live system went on after the backup was taken,
@@ -90,7 +93,9 @@ pub struct Resume {
 /// - `blocked` on its dependencies: it is marked (`restored_at`), and starts as outcome unknown
 ///   instead of ready once they are met.
 ///
-/// Pure steps caught `running` simply run again. Run it with every worker stopped.
+/// Pure steps caught `running` simply run again. Outbox positions ahead of this cluster's
+/// transaction ids (a dump restored into another cluster) are re-based first
+/// ([`crate::store::outbox::rebase_positions`]). Run it with every worker stopped.
 pub async fn prepare_resume(pool: &PgPool) -> sqlx::Result<Resume> {
     let restored = serde_json::to_value(crate::domain::TransportObservation::Restored)
         .expect("an observation serializes");
@@ -103,6 +108,8 @@ pub async fn prepare_resume(pool: &PgPool) -> sqlx::Result<Resume> {
     };
     let unfinished: Vec<String> = unfinished.iter().map(|s| (*s).to_owned()).collect();
     let mut tx = pool.begin().await?;
+    // First, so the events this transaction writes sort after every restored one.
+    let rebased_events = crate::store::outbox::rebase_positions(&mut tx).await?;
     // The derived key (RequestKey::derive) where none was persisted, so recovery can ask about it.
     let keyed = restore::mark_restored(&mut tx, &unfinished).await?;
     let to_recovery = restore::send_to_recovery(&mut tx, &restored, &unfinished).await?;
@@ -118,5 +125,6 @@ pub async fn prepare_resume(pool: &PgPool) -> sqlx::Result<Resume> {
         to_recovery: to_recovery.len(),
         marked: keyed.iter().filter(|(_, state)| state == "blocked").count(),
         to_ready: to_ready.len(),
+        rebased_events,
     })
 }

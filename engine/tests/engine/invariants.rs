@@ -103,7 +103,8 @@ async fn before_resume_every_step_caught_mid_call_goes_to_recovery(pool: PgPool)
         Resume {
             to_recovery: 1,
             marked: 1,
-            to_ready: 0
+            to_ready: 0,
+            rebased_events: 0
         }
     );
     assert_eq!(h.outcomes(w, "deliver").await, vec!["outcome_unknown"]);
@@ -132,7 +133,8 @@ async fn a_step_restored_mid_attempt_is_recovered_by_contract_never_rerun_blindl
         Resume {
             to_recovery: 1,
             marked: 1,
-            to_ready: 0
+            to_ready: 0,
+            rebased_events: 0
         }
     );
     assert_eq!(h.outcomes(w, "deliver").await, vec!["outcome_unknown"]);
@@ -157,7 +159,8 @@ async fn after_a_restore_an_opaque_step_the_backup_saw_ready_or_waiting_is_never
         Resume {
             to_recovery: 1,
             marked: 1,
-            to_ready: 0
+            to_ready: 0,
+            rebased_events: 0
         }
     );
     h.drive_until(w, "deliver", "review_required").await;

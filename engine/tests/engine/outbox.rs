@@ -361,6 +361,93 @@ async fn an_event_committed_after_a_newer_transactions_event_is_still_delivered_
     );
 }
 
+/// Writes a global event as a restored dump from another cluster would hold it: at `txid`.
+async fn event_at(pool: &PgPool, txid: i64, rule: &str) -> (Uuid, Position) {
+    let event_id = Uuid::now_v7();
+    let id: i64 = sqlx::query_scalar(
+        "insert into outbox (event_id, kind, payload, txid) values ($1, 'alert.opened', $2, $3)
+         returning id",
+    )
+    .bind(event_id)
+    .bind(serde_json::json!({ "rule": rule }))
+    .bind(txid)
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    (event_id, Position { txid, id })
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn outbox_positions_restored_from_a_cluster_further_along_are_re_based_before_resuming(
+    pool: PgPool,
+) {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let publisher = Publisher::new(
+        pool.clone(),
+        vec![Box::new(Recording { seen: seen.clone() })],
+    );
+    let alert = |rule: &str| serde_json::json!({ "rule": rule });
+    let mut tx = pool.begin().await.unwrap();
+    let local =
+        engine::store::journal::emit_global(&mut tx, EventKind::AlertOpened, &alert("local"))
+            .await
+            .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(publisher.drain().await.unwrap(), 1);
+
+    // The dump came from a cluster a million transactions further along: every reader had
+    // taken its first event there, not its second.
+    let far: i64 = sqlx::query_scalar("select pg_current_xact_id()::text::bigint + 1000000")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let (_, taken) = event_at(&pool, far, "taken there").await;
+    let (pending, _) = event_at(&pool, far + 7, "pending there").await;
+    let mut conn = pool.acquire().await.unwrap();
+    for reader in ["publisher", "recording"] {
+        engine::store::outbox::advance_cursor(&mut conn, reader, taken)
+            .await
+            .unwrap();
+    }
+    drop(conn);
+
+    let resume = engine::watch::invariants::prepare_resume(&pool)
+        .await
+        .unwrap();
+    assert_eq!(resume.rebased_events, 3);
+    let mut tx = pool.begin().await.unwrap();
+    let new = engine::store::journal::emit_global(&mut tx, EventKind::AlertOpened, &alert("new"))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    // Left ahead of the counter, the restored events would be held back for ever.
+    let drained = tokio::time::timeout(std::time::Duration::from_secs(10), publisher.drain())
+        .await
+        .expect("the publisher waits for events ahead of every transaction id");
+    assert_eq!(drained.unwrap(), 2);
+    assert_eq!(*seen.lock().unwrap(), [local, pending, new]);
+    assert_eq!(
+        engine::read::metrics::outbox_backlog(&pool).await.unwrap(),
+        0
+    );
+    assert!(
+        sqlx::query("update outbox set kind = kind")
+            .execute(&pool)
+            .await
+            .is_err(),
+        "the outbox is append-only again"
+    );
+    assert_eq!(
+        engine::watch::invariants::prepare_resume(&pool)
+            .await
+            .unwrap()
+            .rebased_events,
+        0,
+        "positions already below the counter moved again"
+    );
+}
+
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn every_projection_is_rebuilt_from_durable_state_after_being_dropped(pool: PgPool) {
     let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
