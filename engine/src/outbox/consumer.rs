@@ -1,6 +1,6 @@
 //! The consumer side of the outbox (docs/DESIGN.md §10): what a consumer is, the event it is
-//! handed, and what every consumer shares: its cursor ([`take_all`], [`take`]), revisions per
-//! workflow ([`revision`], [`settle_revision`]) and counters ([`count`]). Nothing here knows
+//! handed, and what every consumer shares: its cursor ([`take_all`], [`take`]) and counters
+//! ([`count`]). Nothing here knows
 //! which consumers exist or how events reach them, so every consumer and the publisher can
 //! build on it without building on each other.
 
@@ -102,47 +102,6 @@ pub async fn take_all(
         store::outbox::advance_cursor(tx, name, last).await?;
     }
     Ok(fresh.len())
-}
-
-/// Where a workflow event stands against what a consumer has applied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Revision {
-    /// The next revision: apply it.
-    Next,
-    /// Already reflected (a repeat, or an older event arriving late): ignore it.
-    Stale,
-    /// Events in between have not arrived: repair from durable state.
-    Gap { applied: i64 },
-}
-
-/// Compares an event's revision with what `consumer` applied for its workflow (locking that
-/// record until the caller's transaction ends); [`settle_revision`] records the new one.
-pub async fn revision(
-    tx: &mut PgConnection,
-    consumer: &str,
-    workflow: Uuid,
-    revision: i64,
-) -> sqlx::Result<Revision> {
-    let applied = store::outbox::lock_applied_revision(&mut *tx, consumer, workflow)
-        .await?
-        .unwrap_or(0);
-    Ok(if revision <= applied {
-        Revision::Stale
-    } else if revision == applied + 1 {
-        Revision::Next
-    } else {
-        Revision::Gap { applied }
-    })
-}
-
-/// Records that `consumer` reflects `workflow` up to `revision`.
-pub async fn settle_revision(
-    tx: &mut PgConnection,
-    consumer: &str,
-    workflow: Uuid,
-    revision: i64,
-) -> sqlx::Result<()> {
-    store::outbox::record_revision(tx, consumer, workflow, revision).await
 }
 
 /// Adds `by` to counter `name` with `labels` (sorted `(key, value)` pairs).

@@ -10,22 +10,24 @@ use uuid::Uuid;
 use crate::adapter::BoxFuture;
 use crate::domain::WorkflowState;
 use crate::domain::{EventKind, IncidentKind, ReceiptMethod};
-use crate::outbox::consumer::{Consumer, Event, Revision, count, revision, settle_revision};
+use crate::outbox::consumer::{Consumer, Event, count};
 use crate::store;
 use crate::store::outbox::Position;
 
-/// Re-projects one workflow's status from durable state into `status_projection`; returns
-/// the workflow's state and the revision it reflects.
-async fn reproject(
-    tx: &mut PgConnection,
-    workflow: Uuid,
-) -> sqlx::Result<Option<(WorkflowState, i64, String)>> {
-    let Some(status) = crate::read::status::project_on(tx, workflow).await? else {
-        return Ok(None);
-    };
-    store::projection::upsert_status(tx, workflow, status.revision, status.state, &status.status)
+/// Re-projects one workflow's status from durable state into `status_projection`, at the
+/// workflow's current revision.
+async fn reproject(tx: &mut PgConnection, workflow: Uuid) -> sqlx::Result<()> {
+    if let Some(status) = crate::read::status::project_on(tx, workflow).await? {
+        store::projection::upsert_status(
+            tx,
+            workflow,
+            status.revision,
+            status.state,
+            &status.status,
+        )
         .await?;
-    Ok(Some((status.state, status.revision, status.status)))
+    }
+    Ok(())
 }
 
 /// The status behind `/status/{id}` (the API reads durable state directly).
@@ -41,34 +43,13 @@ impl Consumer for StatusProjection {
         tx: &'a mut PgConnection,
         event: &'a Event,
     ) -> BoxFuture<'a, sqlx::Result<()>> {
-        Box::pin(async move {
-            let (Some(workflow), Some(rev)) = (event.workflow_id, event.revision) else {
-                return Ok(());
-            };
-            match revision(tx, self.name(), workflow, rev).await? {
-                Revision::Stale => return Ok(()),
-                Revision::Next => {}
-                Revision::Gap { .. } => {
-                    count(
-                        tx,
-                        "z29c_projection_repairs_total",
-                        &[("consumer", self.name())],
-                        1,
-                    )
-                    .await?;
-                }
-            }
-            // Durable state is the truth: the projection may land ahead of this event, and
-            // the revision it records makes the events in between stale.
-            if let Some((_, current, _)) = reproject(tx, workflow).await? {
-                settle_revision(tx, self.name(), workflow, current.max(rev)).await?;
-            }
-            Ok(())
-        })
+        self.handle_batch(tx, std::slice::from_ref(event))
     }
 
-    /// A batch, as [`Consumer::handle`] would take its events one by one, in a few statements:
-    /// each workflow is re-projected once, however many of its events the batch holds.
+    /// Each workflow the batch brings events of is compared with the revision its status row
+    /// reflects (locked): older or equal events are ignored, a gap counts a repair, and the row
+    /// is re-projected from durable state once, however many events the batch holds, at the
+    /// larger of the newest event's revision and the workflow's current one.
     fn handle_batch<'a>(
         &'a self,
         tx: &'a mut PgConnection,
@@ -80,7 +61,10 @@ impl Consumer for StatusProjection {
                 return Ok(());
             }
             let ids: Vec<Uuid> = brought.keys().copied().collect();
-            let applied = applied_revisions(tx, self.name(), &ids).await?;
+            let applied: HashMap<Uuid, i64> = store::projection::lock_status_revisions(tx, &ids)
+                .await?
+                .into_iter()
+                .collect();
             let mut repairs = 0;
             let mut live = Vec::new();
             for (workflow, revisions) in &brought {
@@ -115,15 +99,14 @@ impl Consumer for StatusProjection {
             store::projection::upsert_statuses(
                 tx,
                 &workflows,
-                &projected.iter().map(|p| p.revision).collect::<Vec<_>>(),
+                &settled,
                 &projected.iter().map(|p| p.state).collect::<Vec<_>>(),
                 &projected
                     .iter()
                     .map(|p| p.sentence.clone())
                     .collect::<Vec<_>>(),
             )
-            .await?;
-            store::outbox::record_revisions(tx, self.name(), &workflows, &settled).await
+            .await
         })
     }
 }
@@ -140,20 +123,6 @@ fn revisions_by_workflow(events: &[Event]) -> BTreeMap<Uuid, Vec<i64>> {
         revisions.sort_unstable();
     }
     brought
-}
-
-/// What `consumer` has applied for `workflows`, locked until the transaction ends.
-async fn applied_revisions(
-    tx: &mut PgConnection,
-    consumer: &str,
-    workflows: &[Uuid],
-) -> sqlx::Result<HashMap<Uuid, i64>> {
-    Ok(
-        store::outbox::lock_applied_revisions(tx, consumer, workflows)
-            .await?
-            .into_iter()
-            .collect(),
-    )
 }
 
 /// Counters of what happened, by event: commutative, so order never matters and the cursor
@@ -278,6 +247,14 @@ fn counters_of(event: &Event) -> Vec<Counter> {
 /// the sentence of that moment; [`dispatch_notifications`] re-projects before sending anything.
 pub struct NotificationCandidates;
 
+/// The states a customer hears about.
+fn worth_telling(state: WorkflowState) -> bool {
+    matches!(
+        state,
+        WorkflowState::Completed | WorkflowState::NeedsReview | WorkflowState::Cancelled
+    )
+}
+
 impl Consumer for NotificationCandidates {
     fn name(&self) -> &'static str {
         "notifications"
@@ -288,99 +265,54 @@ impl Consumer for NotificationCandidates {
         tx: &'a mut PgConnection,
         event: &'a Event,
     ) -> BoxFuture<'a, sqlx::Result<()>> {
-        Box::pin(async move {
-            let (Some(workflow), Some(rev)) = (event.workflow_id, event.revision) else {
-                return Ok(());
-            };
-            if event.kind() != Some(EventKind::WorkflowStateChanged) {
-                return Ok(());
-            }
-            if revision(tx, self.name(), workflow, rev).await? == Revision::Stale {
-                return Ok(());
-            }
-            settle_revision(tx, self.name(), workflow, rev).await?;
-            let worth_telling = matches!(
-                event.payload["to"].as_str(),
-                Some("completed" | "needs_review" | "cancelled")
-            );
-            if !worth_telling {
-                return Ok(());
-            }
-            let Some(status) = crate::read::status::project_on(tx, workflow).await? else {
-                return Ok(());
-            };
-            store::projection::insert_notification_candidate(
-                tx,
-                workflow,
-                rev,
-                status.state,
-                &status.status,
-            )
-            .await
-        })
+        self.handle_batch(tx, std::slice::from_ref(event))
     }
 
-    /// A batch's state changes, as [`Consumer::handle`] would take them one by one, with each
-    /// workflow's revisions locked once and its candidates written in one statement.
+    /// For each workflow, the batch's newest change to a state worth telling: the workflow is
+    /// re-projected, and if it is still in that state a candidate is recorded at the change's
+    /// revision with the sentence of now, unless the workflow has a candidate at that revision
+    /// or a later one. A repeated change, or one arriving after a newer change (or after the
+    /// workflow moved on), therefore records nothing, with no applied revisions to keep.
     fn handle_batch<'a>(
         &'a self,
         tx: &'a mut PgConnection,
         events: &'a [Event],
     ) -> BoxFuture<'a, sqlx::Result<()>> {
         Box::pin(async move {
-            let changes: Vec<&Event> = events
-                .iter()
-                .filter(|e| e.kind() == Some(EventKind::WorkflowStateChanged))
-                .collect();
-            let mut brought: BTreeMap<Uuid, Vec<(i64, bool)>> = BTreeMap::new();
-            for event in &changes {
-                if let (Some(workflow), Some(revision)) = (event.workflow_id, event.revision) {
-                    let worth_telling = matches!(
-                        event.payload["to"].as_str(),
-                        Some("completed" | "needs_review" | "cancelled")
-                    );
-                    brought
-                        .entry(workflow)
-                        .or_default()
-                        .push((revision, worth_telling));
+            let mut told: BTreeMap<Uuid, (i64, WorkflowState)> = BTreeMap::new();
+            for event in events {
+                if event.kind() != Some(EventKind::WorkflowStateChanged) {
+                    continue;
+                }
+                let (Some(workflow), Some(revision)) = (event.workflow_id, event.revision) else {
+                    continue;
+                };
+                let Ok(to) = serde_json::from_value::<WorkflowState>(event.payload["to"].clone())
+                else {
+                    continue;
+                };
+                if worth_telling(to) && told.get(&workflow).is_none_or(|(r, _)| *r < revision) {
+                    told.insert(workflow, (revision, to));
                 }
             }
-            if brought.is_empty() {
+            if told.is_empty() {
                 return Ok(());
             }
-            let ids: Vec<Uuid> = brought.keys().copied().collect();
-            let applied = applied_revisions(tx, self.name(), &ids).await?;
-            let (mut settled, mut candidates) = (Vec::new(), Vec::new());
-            for (workflow, mut revisions) in brought {
-                revisions.sort_unstable();
-                let mut at = applied.get(&workflow).copied().unwrap_or(0);
-                for (revision, worth_telling) in revisions {
-                    if revision <= at {
-                        continue;
-                    }
-                    at = revision;
-                    if worth_telling {
-                        candidates.push((workflow, revision));
-                    }
-                }
-                settled.push((workflow, at));
-            }
-            let (workflows, revisions): (Vec<Uuid>, Vec<i64>) = settled.into_iter().unzip();
-            store::outbox::record_revisions(tx, self.name(), &workflows, &revisions).await?;
-            if candidates.is_empty() {
-                return Ok(());
-            }
-            let told: Vec<Uuid> = candidates.iter().map(|(w, _)| *w).collect();
-            let projected = crate::read::status::project_many(tx, &told).await?;
+            let ids: Vec<Uuid> = told.keys().copied().collect();
+            let projected = crate::read::status::project_many(tx, &ids).await?;
             let (mut ws, mut rs, mut states, mut sentences) =
                 (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-            for (workflow, revision) in candidates {
-                if let Some(p) = projected.iter().find(|p| p.workflow == workflow) {
-                    ws.push(workflow);
+            for p in projected {
+                let (revision, to) = told[&p.workflow];
+                if p.state == to {
+                    ws.push(p.workflow);
                     rs.push(revision);
                     states.push(p.state);
-                    sentences.push(p.sentence.clone());
+                    sentences.push(p.sentence);
                 }
+            }
+            if ws.is_empty() {
+                return Ok(());
             }
             store::projection::insert_notification_candidates(tx, &ws, &rs, &states, &sentences)
                 .await
@@ -410,9 +342,9 @@ where
     Ok((sent, superseded))
 }
 
-/// Drops every projection and rebuilds it from durable state: statuses re-projected, counters
-/// recounted from the outbox's history up to the metrics consumer's cursor, revisions reset to
-/// each workflow's current one.
+/// Drops every projection and rebuilds it from durable state: statuses re-projected at each
+/// workflow's current revision, counters recounted from the outbox's history up to the metrics
+/// consumer's cursor.
 pub async fn rebuild(pool: &PgPool) -> sqlx::Result<u64> {
     let mut tx = pool.begin().await?;
     // The metrics consumer waits until the rebuild commits: a batch it took in between would
@@ -422,10 +354,7 @@ pub async fn rebuild(pool: &PgPool) -> sqlx::Result<u64> {
     store::projection::clear_projections(&mut tx).await?;
     let workflows = store::projection::workflow_ids(&mut tx).await?;
     for workflow in &workflows {
-        if let Some((_, current, _)) = reproject(&mut tx, *workflow).await? {
-            settle_revision(&mut tx, "status", *workflow, current).await?;
-            settle_revision(&mut tx, "notifications", *workflow, current).await?;
-        }
+        reproject(&mut tx, *workflow).await?;
     }
     // Counters are a fold over every event: hand what the metrics consumer took to it again.
     let mut after = Position::default();

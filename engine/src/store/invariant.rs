@@ -159,9 +159,6 @@ where
                union all
                select 'status_projection.workflow_id -> workflow', p.workflow_id::text
                from status_projection p where not exists (select 1 from workflow w where w.id = p.workflow_id)
-               union all
-               select 'consumer_revision.workflow_id -> workflow', c.workflow_id::text
-               from consumer_revision c where not exists (select 1 from workflow w where w.id = c.workflow_id)
            ) o
            group by reference
            order by reference"#

@@ -263,42 +263,6 @@ pub async fn backlog(conn: &mut PgConnection) -> sqlx::Result<i64> {
     .await
 }
 
-/// The revision of `workflow` that `consumer` has applied, if any, locking that record until
-/// `conn`'s transaction ends (two deliveries for one workflow then apply one after the other).
-pub async fn lock_applied_revision(
-    conn: &mut PgConnection,
-    consumer: &str,
-    workflow: Uuid,
-) -> sqlx::Result<Option<i64>> {
-    sqlx::query_scalar!(
-        r#"select revision from consumer_revision where consumer = $1 and workflow_id = $2 for update"#,
-        consumer,
-        workflow
-    )
-    .fetch_optional(conn)
-    .await
-}
-
-/// Records that `consumer` reflects `workflow` up to `revision`; never moves it backwards.
-pub async fn record_revision(
-    conn: &mut PgConnection,
-    consumer: &str,
-    workflow: Uuid,
-    revision: i64,
-) -> sqlx::Result<()> {
-    sqlx::query!(
-        r#"insert into consumer_revision (consumer, workflow_id, revision) values ($1, $2, $3)
-           on conflict (consumer, workflow_id)
-           do update set revision = greatest(consumer_revision.revision, excluded.revision)"#,
-        consumer,
-        workflow,
-        revision,
-    )
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
 /// The advisory lock only the publisher that delivers now holds (one at a time, across every
 /// process): a second publisher waits for its turn instead of delivering the same batch.
 const PUBLISHER_LOCK: i64 = 0x7a32_3963_0001;
@@ -320,48 +284,6 @@ pub async fn unlock_publisher(conn: &mut PgConnection) -> sqlx::Result<()> {
         PUBLISHER_LOCK
     )
     .fetch_one(conn)
-    .await?;
-    Ok(())
-}
-
-/// The revisions `consumer` has applied for `workflows` (absent: none yet), locking those
-/// records in workflow order until `conn`'s transaction ends.
-pub async fn lock_applied_revisions(
-    conn: &mut PgConnection,
-    consumer: &str,
-    workflows: &[Uuid],
-) -> sqlx::Result<Vec<(Uuid, i64)>> {
-    let rows = sqlx::query!(
-        r#"select workflow_id, revision from consumer_revision
-           where consumer = $1 and workflow_id = any($2) order by workflow_id for update"#,
-        consumer,
-        workflows
-    )
-    .fetch_all(conn)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| (r.workflow_id, r.revision))
-        .collect())
-}
-
-/// [`record_revision`] for many workflows at once.
-pub async fn record_revisions(
-    conn: &mut PgConnection,
-    consumer: &str,
-    workflows: &[Uuid],
-    revisions: &[i64],
-) -> sqlx::Result<()> {
-    sqlx::query!(
-        r#"insert into consumer_revision (consumer, workflow_id, revision)
-           select $1, w, r from unnest($2::uuid[], $3::bigint[]) as t(w, r)
-           on conflict (consumer, workflow_id)
-           do update set revision = greatest(consumer_revision.revision, excluded.revision)"#,
-        consumer,
-        workflows,
-        revisions,
-    )
-    .execute(conn)
     .await?;
     Ok(())
 }

@@ -52,27 +52,6 @@ pub async fn upsert_status(
     Ok(())
 }
 
-/// Records a notification candidate for `workflow` at `revision`, once per revision.
-pub async fn insert_notification_candidate(
-    conn: &mut PgConnection,
-    workflow: Uuid,
-    revision: i64,
-    state: WorkflowState,
-    sentence: &str,
-) -> sqlx::Result<()> {
-    sqlx::query!(
-        r#"insert into notification_candidate (workflow_id, revision, state, sentence)
-                   values ($1, $2, $3, $4) on conflict (workflow_id, revision) do nothing"#,
-        workflow,
-        revision,
-        state as WorkflowState,
-        sentence,
-    )
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
 /// A notification candidate not yet sent nor superseded, with its workflow's state now.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DueNotification {
@@ -138,14 +117,11 @@ where
     Ok(())
 }
 
-/// Empties every rebuildable projection: status rows, the revisions of the status and
-/// notification consumers, and the counters (the metrics consumer's cursor stays: history up
-/// to it is replayed). Notification candidates and the webhook queue are kept.
+/// Empties every rebuildable projection: status rows (with the revisions they reflect) and the
+/// counters (the metrics consumer's cursor stays: history up to it is replayed). Notification
+/// candidates and the webhook queue are kept.
 pub async fn clear_projections(conn: &mut PgConnection) -> sqlx::Result<()> {
     sqlx::query!("delete from status_projection")
-        .execute(&mut *conn)
-        .await?;
-    sqlx::query!("delete from consumer_revision where consumer in ('status', 'notifications')")
         .execute(&mut *conn)
         .await?;
     sqlx::query!("delete from metric_counter")
@@ -208,7 +184,28 @@ pub async fn upsert_statuses(
     Ok(())
 }
 
-/// [`insert_notification_candidate`] for many (workflow, revision) pairs at once.
+/// The revision each of `workflows`' status rows reflects (absent: never projected), locked
+/// in workflow order until `conn`'s transaction ends: the status consumer's applied revisions.
+pub async fn lock_status_revisions(
+    conn: &mut PgConnection,
+    workflows: &[Uuid],
+) -> sqlx::Result<Vec<(Uuid, i64)>> {
+    let rows = sqlx::query!(
+        r#"select workflow_id, revision from status_projection
+           where workflow_id = any($1) order by workflow_id for update"#,
+        workflows
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.workflow_id, r.revision))
+        .collect())
+}
+
+/// Records a notification candidate for each (workflow, revision, state, sentence), unless
+/// the workflow already has one at that revision or a later one (a late or repeated state
+/// change then tells nothing new).
 pub async fn insert_notification_candidates(
     conn: &mut PgConnection,
     workflows: &[Uuid],
@@ -220,6 +217,8 @@ pub async fn insert_notification_candidates(
         r#"insert into notification_candidate (workflow_id, revision, state, sentence)
            select w, r, s, t
            from unnest($1::uuid[], $2::bigint[], $3::workflow_state[], $4::text[]) as x(w, r, s, t)
+           where not exists (select 1 from notification_candidate c
+                             where c.workflow_id = x.w and c.revision >= x.r)
            on conflict (workflow_id, revision) do nothing"#,
         workflows,
         revisions,

@@ -230,6 +230,80 @@ async fn a_revision_gap_is_repaired_from_durable_state_and_a_late_event_is_ignor
     assert_eq!(projections(&h.pool).await, before);
 }
 
+/// `workflow`'s notification candidates: (revision, state), oldest first.
+async fn candidates(pool: &PgPool, workflow: Uuid) -> Vec<(i64, String)> {
+    sqlx::query_as(
+        "select revision, state::text from notification_candidate where workflow_id = $1
+         order by revision",
+    )
+    .bind(workflow)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// Hands `event` to the notification consumer as it is, past any cursor.
+async fn notify_of(pool: &PgPool, event: &Event) {
+    let mut tx = pool.begin().await.unwrap();
+    NotificationCandidates.handle(&mut tx, event).await.unwrap();
+    tx.commit().await.unwrap();
+}
+
+/// A completed workflow, published, with its one candidate and the event that recorded it.
+async fn told_completed(h: &Harness) -> (Uuid, Event) {
+    let w = h.start("told").await;
+    h.drive_until(w, "notify", "succeeded").await;
+    publish_all(&Publisher::new(
+        h.pool.clone(),
+        engine::outbox::consumers(None),
+    ))
+    .await;
+    let completed = events(&h.pool, w)
+        .await
+        .into_iter()
+        .find(|e| e.kind == "workflow.state_changed" && e.payload["to"] == "completed")
+        .expect("a completed workflow announced it");
+    assert_eq!(
+        candidates(&h.pool, w).await,
+        [(completed.revision.unwrap(), "completed".to_owned())]
+    );
+    (w, completed)
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_state_change_arriving_after_a_newer_one_records_no_second_notification(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
+    let (w, completed) = told_completed(&h).await;
+    let earlier = Event {
+        event_id: Uuid::now_v7(),
+        revision: completed.revision.map(|r| r - 1),
+        ..completed.clone()
+    };
+    notify_of(&h.pool, &earlier).await;
+    notify_of(&h.pool, &completed).await;
+    assert_eq!(
+        candidates(&h.pool, w).await,
+        [(completed.revision.unwrap(), "completed".to_owned())]
+    );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_state_change_the_workflow_has_since_left_records_no_notification(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
+    let (w, completed) = told_completed(&h).await;
+    let to_review = Event {
+        event_id: Uuid::now_v7(),
+        revision: completed.revision.map(|r| r + 5),
+        payload: serde_json::json!({ "from": "running", "to": "needs_review" }),
+        ..completed.clone()
+    };
+    notify_of(&h.pool, &to_review).await;
+    assert_eq!(
+        candidates(&h.pool, w).await,
+        [(completed.revision.unwrap(), "completed".to_owned())]
+    );
+}
+
 /// Fails the first delivery it is given, as a publisher dying mid-batch would.
 struct Crashing {
     calls: AtomicUsize,
