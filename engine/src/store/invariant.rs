@@ -81,6 +81,24 @@ where
         .collect())
 }
 
+/// Takes the periodic check's turn if nobody took it within the last `every_secs` seconds;
+/// whether this caller took it.
+pub async fn take_check_turn<'e, E>(executor: E, every_secs: f64) -> sqlx::Result<bool>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    Ok(sqlx::query_scalar!(
+        r#"insert into invariant_turn (checked_at) values (now())
+           on conflict (only_row) do update set checked_at = now()
+           where invariant_turn.checked_at <= now() - make_interval(secs => $1)
+           returning true as "taken!""#,
+        every_secs
+    )
+    .fetch_optional(executor)
+    .await?
+    .is_some())
+}
+
 /// Records a violation once (per kind and subject), with the evidence first seen.
 pub async fn record_violation<'e, E>(
     executor: E,

@@ -3,6 +3,8 @@
 //! that shows it. Also the preparation of a restored database before workers resume
 //! (docs/DESIGN.md §12).
 
+use std::time::Duration;
+
 use serde::Serialize;
 use serde_json::Value;
 use sqlx::PgPool;
@@ -43,6 +45,15 @@ pub async fn check(pool: &PgPool) -> sqlx::Result<Vec<Violation>> {
         invariant::record_violation(pool, &v.kind, &v.subject, &v.evidence).await?;
     }
     Ok(violations)
+}
+
+/// [`check`], by the workers' clock: only if no process checked within `every` (one pass per
+/// interval however many workers share the database). `None` when another had the turn.
+pub async fn check_if_due(pool: &PgPool, every: Duration) -> sqlx::Result<Option<Vec<Violation>>> {
+    if !invariant::take_check_turn(pool, every.as_secs_f64()).await? {
+        return Ok(None);
+    }
+    check(pool).await.map(Some)
 }
 
 /// References without their row, as `z29c check` reports them: the hot tables keep their

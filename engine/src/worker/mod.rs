@@ -77,7 +77,8 @@ pub struct WorkerConfig {
     pub idle_poll: Duration,
     /// How long automatic recovery may try before a person must decide.
     pub recovery_window: Duration,
-    /// How often [`Worker::run`] checks the semantic invariants.
+    /// How often the semantic invariants are checked, by whichever of the worker processes
+    /// sharing the database takes the turn ([`Worker::run`]).
     pub invariant_interval: Duration,
     /// How often [`Worker::run`] looks for adapters applied, changed, verified or demoted
     /// since it loaded them, and reloads them from the database; never when `None` (a worker
@@ -206,7 +207,8 @@ impl Worker {
 
     /// Runs until `shutdown` resolves: claims a batch whenever a whole one fits in flight,
     /// sweeps expired leases every second, checks the semantic invariants every
-    /// `invariant_interval` in a task beside the claims; on shutdown, claims no more and lets
+    /// `invariant_interval` (when no other process did within it) in a task beside the claims,
+    /// the first time one interval after the start; on shutdown, claims no more and lets
     /// every step in flight finish its protocol.
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
@@ -215,7 +217,10 @@ impl Worker {
         let batch = usize::try_from(self.config.batch.max(1)).unwrap_or(64);
         let capacity = batch * 2;
         let now = tokio::time::Instant::now;
-        let (mut next_check, mut next_sweep, mut next_refresh) = (now(), now(), now());
+        // The first check one interval after the start: workers started together would
+        // otherwise all read every step at once, and one of them has just checked anyway.
+        let mut next_check = now() + self.config.invariant_interval;
+        let (mut next_sweep, mut next_refresh) = (now(), now());
         let mut adapters_seen = None;
         // The invariant check reads every step: it runs beside the claims, never in their way.
         let mut checking: Option<tokio::task::JoinHandle<()>> = None;
@@ -294,8 +299,10 @@ impl Worker {
     }
 
     async fn check_invariants(&self) {
-        match crate::watch::invariants::check(&self.pool).await {
-            Ok(violations) => {
+        let every = self.config.invariant_interval;
+        match crate::watch::invariants::check_if_due(&self.pool, every).await {
+            Ok(None) => {}
+            Ok(Some(violations)) => {
                 for v in violations {
                     tracing::warn!(kind = %v.kind, subject = %v.subject, evidence = %v.evidence, "invariant violated");
                 }

@@ -87,6 +87,31 @@ async fn a_dependant_started_before_its_required_receipt_is_found(pool: PgPool) 
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_periodic_check_runs_once_per_interval_however_many_workers_share_the_database(
+    pool: PgPool,
+) {
+    let hour = std::time::Duration::from_secs(3_600);
+    let check = || engine::watch::invariants::check_if_due(&pool, hour);
+    assert_eq!(
+        check().await.unwrap(),
+        Some(vec![]),
+        "nobody had checked yet"
+    );
+    assert_eq!(
+        check().await.unwrap(),
+        None,
+        "a second worker checked again"
+    );
+    assert_eq!(
+        engine::watch::invariants::check_if_due(&pool, std::time::Duration::ZERO)
+            .await
+            .unwrap(),
+        Some(vec![]),
+        "an interval passed and nobody checked"
+    );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn before_resume_every_step_caught_mid_call_goes_to_recovery(pool: PgPool) {
     let h = Harness::new(pool.clone(), Kind::Opaque, 2_000, 0).await;
     let w = h.start("restored").await;
