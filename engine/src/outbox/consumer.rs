@@ -1,8 +1,7 @@
 //! The consumer side of the outbox (docs/DESIGN.md §10): what a consumer is, the event it is
 //! handed, and what every consumer shares: its cursor ([`take_all`], [`take`]) and counters
-//! ([`count`]). Nothing here knows
-//! which consumers exist or how events reach them, so every consumer and the publisher can
-//! build on it without building on each other.
+//! ([`count`]). Nothing here knows which consumers exist or how events reach them, so every
+//! consumer and the publisher can build on it without building on each other.
 
 use serde_json::Value;
 use sqlx::PgConnection;

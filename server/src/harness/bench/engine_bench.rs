@@ -14,6 +14,7 @@ use sqlx::{Connection, PgConnection, PgPool};
 
 use super::ceiling::ceiling;
 use super::cluster::BenchDatabase;
+use super::cpu::CpuSnapshot;
 use super::fleet::{EngineWorkerArgs, Fleet, bench_contract};
 use super::pgstats::{Snapshot, WATCH};
 
@@ -51,6 +52,7 @@ struct EngineRun {
     p50_ms: f64,
     p99_ms: f64,
     stats: Snapshot,
+    cpu: CpuSnapshot,
     ceiling_tps: f64,
 }
 
@@ -148,6 +150,8 @@ async fn system_run(
     let mut watch = PgConnection::connect(&db.url).await?;
     let baseline = progress(&mut watch).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
+    let data_dir = db.cluster().map(|c| c.data_dir().to_owned());
+    let cpu_before = CpuSnapshot::take(data_dir.as_deref());
     let before = Snapshot::take(&db.url).await?;
 
     let publishing = db.pool(4, false).await?;
@@ -174,6 +178,7 @@ async fn system_run(
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut stats = before.until(Snapshot::take(&db.url).await?);
     stats.commits -= polls;
+    let cpu = cpu_before.until(CpuSnapshot::take(data_dir.as_deref()));
 
     let pool = db
         .pool(u32::try_from(args.ceiling_clients)? + 2, false)
@@ -192,6 +197,7 @@ async fn system_run(
         p50_ms,
         p99_ms,
         stats,
+        cpu,
         ceiling_tps,
     })
 }
@@ -355,5 +361,32 @@ fn print_runs(args: &EngineBenchArgs, runs: &[EngineRun]) {
     println!(
         "ratio: external steps per second ÷ single-row UPDATE commits per second ({} connections, measured right after the run)",
         args.ceiling_clients
+    );
+    print_cpu(runs);
+}
+
+/// Where each run's CPU went, per external step, and how busy it kept the machine's cores.
+fn print_cpu(runs: &[EngineRun]) {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    println!();
+    println!(
+        "{:>9} {:>14} {:>14} {:>14} {:>9}",
+        "processes", "PostgreSQL µs", "workers µs", "bench µs", "busy %"
+    );
+    for r in runs {
+        let c = r.cpu;
+        let per_step = |secs: f64| format!("{:.0}", secs * 1e6 / r.external_steps as f64);
+        let total = c.postgres.unwrap_or(0.0) + c.children + c.own;
+        println!(
+            "{:>9} {:>14} {:>14} {:>14} {:>9.0}",
+            r.processes,
+            c.postgres.map_or("n/a".to_owned(), per_step),
+            per_step(c.children),
+            per_step(c.own),
+            100.0 * total / (r.elapsed * cores as f64)
+        );
+    }
+    println!(
+        "CPU per external step: PostgreSQL's processes (n/a on a server the bench did not start), the worker processes (with the destination when it is in process), and the bench's own (the publisher and its consumers, the bench's polls, and with --http the destination server); busy: all of it ÷ (the run × {cores} cores), the CPU outside the run included (the workers' start, the last snapshot)"
     );
 }

@@ -5,6 +5,7 @@
 mod ceiling;
 mod cluster;
 mod console_bench;
+mod cpu;
 mod engine_bench;
 mod fleet;
 mod instant;
