@@ -376,14 +376,18 @@ fn print_cpu(runs: &[EngineRun]) {
     for r in runs {
         let c = r.cpu;
         let per_step = |secs: f64| format!("{:.0}", secs * 1e6 / r.external_steps as f64);
-        let total = c.postgres.unwrap_or(0.0) + c.children + c.own;
+        // Without PostgreSQL's share the machine's load is unknown, not low.
+        let busy = c.postgres.map_or("n/a".to_owned(), |postgres| {
+            let total = postgres + c.children + c.own;
+            format!("{:.0}", 100.0 * total / (r.elapsed * cores as f64))
+        });
         println!(
-            "{:>9} {:>14} {:>14} {:>14} {:>9.0}",
+            "{:>9} {:>14} {:>14} {:>14} {:>9}",
             r.processes,
             c.postgres.map_or("n/a".to_owned(), per_step),
             per_step(c.children),
             per_step(c.own),
-            100.0 * total / (r.elapsed * cores as f64)
+            busy
         );
     }
     println!(
