@@ -393,26 +393,33 @@ impl Consumer for Recording {
     }
 }
 
-#[sqlx::test(migrator = "engine::db::MIGRATOR")]
-async fn an_event_committed_after_a_newer_transactions_event_is_still_delivered_and_first(
-    pool: PgPool,
-) {
+/// A publisher whose one consumer records what it is handed, and that record.
+fn recording_publisher(pool: &PgPool) -> (Publisher, Arc<std::sync::Mutex<Vec<Uuid>>>) {
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let publisher = Publisher::new(
         pool.clone(),
         vec![Box::new(Recording { seen: seen.clone() })],
     );
-    let alert = |rule: &str| serde_json::json!({ "rule": rule });
+    (publisher, seen)
+}
+
+/// Writes an `alert.opened` event for `rule` in `conn`'s transaction.
+async fn alert(conn: &mut PgConnection, rule: &str) -> Uuid {
+    let payload = serde_json::json!({ "rule": rule });
+    engine::store::journal::emit_global(conn, EventKind::AlertOpened, &payload)
+        .await
+        .unwrap()
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn an_event_committed_after_a_newer_transactions_event_is_still_delivered_and_first(
+    pool: PgPool,
+) {
+    let (publisher, seen) = recording_publisher(&pool);
     let mut older = pool.begin().await.unwrap();
-    let first =
-        engine::store::journal::emit_global(&mut older, EventKind::AlertOpened, &alert("older"))
-            .await
-            .unwrap();
+    let first = alert(&mut older, "older").await;
     let mut newer = pool.begin().await.unwrap();
-    let second =
-        engine::store::journal::emit_global(&mut newer, EventKind::AlertOpened, &alert("newer"))
-            .await
-            .unwrap();
+    let second = alert(&mut newer, "newer").await;
     newer.commit().await.unwrap();
 
     // The newer event is committed, but an event before it may still appear: it waits.
@@ -455,17 +462,9 @@ async fn event_at(pool: &PgPool, txid: i64, rule: &str) -> (Uuid, Position) {
 async fn outbox_positions_restored_from_a_cluster_further_along_are_re_based_before_resuming(
     pool: PgPool,
 ) {
-    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let publisher = Publisher::new(
-        pool.clone(),
-        vec![Box::new(Recording { seen: seen.clone() })],
-    );
-    let alert = |rule: &str| serde_json::json!({ "rule": rule });
+    let (publisher, seen) = recording_publisher(&pool);
     let mut tx = pool.begin().await.unwrap();
-    let local =
-        engine::store::journal::emit_global(&mut tx, EventKind::AlertOpened, &alert("local"))
-            .await
-            .unwrap();
+    let local = alert(&mut tx, "local").await;
     tx.commit().await.unwrap();
     assert_eq!(publisher.drain().await.unwrap(), 1);
 
@@ -490,9 +489,7 @@ async fn outbox_positions_restored_from_a_cluster_further_along_are_re_based_bef
         .unwrap();
     assert_eq!(resume.rebased_events, 3);
     let mut tx = pool.begin().await.unwrap();
-    let new = engine::store::journal::emit_global(&mut tx, EventKind::AlertOpened, &alert("new"))
-        .await
-        .unwrap();
+    let new = alert(&mut tx, "new").await;
     tx.commit().await.unwrap();
 
     // Left ahead of the counter, the restored events would be held back for ever.

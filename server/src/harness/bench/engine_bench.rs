@@ -116,8 +116,39 @@ async fn http_destination(db: &BenchDatabase) -> anyhow::Result<destinations::Ru
     .await?)
 }
 
-/// One run: a fresh adapter and `args.workflows` workflows admitted, then `processes` worker
-/// processes and the publisher until every workflow's projection is current.
+/// A fresh adapter and `args.workflows` workflows admitted under it, with statistics; what
+/// the worker processes are started with.
+async fn admit(
+    db: &BenchDatabase,
+    args: &EngineBenchArgs,
+    processes: usize,
+    tag: &str,
+    http: Option<String>,
+) -> anyhow::Result<EngineWorkerArgs> {
+    let adapter = format!("bench-{tag}");
+    let seeding = db.pool(16, false).await?;
+    let url = http.clone().unwrap_or_else(|| "http://127.0.0.1:9".into());
+    let contract_version =
+        engine::store::adapter::upsert(&seeding, &adapter, &url, &bench_contract()).await?;
+    seed(&seeding, args.workflows, &adapter, tag).await?;
+    // Tables filled a moment ago have no statistics yet, and plans made without them scan
+    // (a projection read took 12× longer in a measured run). Autovacuum would analyze them
+    // within a minute of a real load; the bench does it at once.
+    sqlx::query("analyze").execute(&seeding).await?;
+    // Everything the seeding did is counted before the run starts: its connections close.
+    seeding.close().await;
+    Ok(EngineWorkerArgs {
+        adapter,
+        contract_version,
+        http,
+        batch: args.batch,
+        concurrency: args.concurrency,
+        name: format!("bench-{processes}p"),
+    })
+}
+
+/// One run: [`admit`], then `processes` worker processes and the publisher until every
+/// workflow's projection is current.
 async fn system_run(
     db: &BenchDatabase,
     args: &EngineBenchArgs,
@@ -125,27 +156,7 @@ async fn system_run(
     http: Option<String>,
 ) -> anyhow::Result<EngineRun> {
     let tag = uuid::Uuid::new_v4().simple().to_string();
-    let adapter = format!("bench-{tag}");
-    let seeding = db.pool(16, false).await?;
-    let url = http.clone().unwrap_or_else(|| "http://127.0.0.1:9".into());
-    let contract_version =
-        engine::store::adapter::upsert(&seeding, &adapter, &url, &bench_contract()).await?;
-    seed(&seeding, args.workflows, &adapter, &tag).await?;
-    // Tables filled a moment ago have no statistics yet, and plans made without them scan
-    // (a projection read took 12× longer in a measured run). Autovacuum would analyze them
-    // within a minute of a real load; the bench does it at once.
-    sqlx::query("analyze").execute(&seeding).await?;
-    // Everything the seeding did is counted before the run starts: its connections close.
-    seeding.close().await;
-
-    let worker = EngineWorkerArgs {
-        adapter,
-        contract_version,
-        http,
-        batch: args.batch,
-        concurrency: args.concurrency,
-        name: format!("bench-{processes}p"),
-    };
+    let worker = admit(db, args, processes, &tag, http).await?;
     let mut fleet = Fleet::start(processes, &db.url, &worker).await?;
     let mut watch = PgConnection::connect(&db.url).await?;
     let baseline = progress(&mut watch).await?;
