@@ -11,23 +11,28 @@ use crate::adapter::BoxFuture;
 use crate::domain::WorkflowState;
 use crate::domain::{EventKind, IncidentKind, ReceiptMethod};
 use crate::outbox::consumer::{Consumer, Event, count};
+use crate::read::status::Projected;
 use crate::store;
 use crate::store::outbox::Position;
 
-/// Re-projects one workflow's status from durable state into `status_projection`, at the
-/// workflow's current revision.
-async fn reproject(tx: &mut PgConnection, workflow: Uuid) -> sqlx::Result<()> {
-    if let Some(status) = crate::read::status::project_on(tx, workflow).await? {
-        store::projection::upsert_status(
-            tx,
-            workflow,
-            status.revision,
-            status.state,
-            &status.status,
-        )
-        .await?;
-    }
-    Ok(())
+/// Writes each of `projected` into `status_projection` at the matching one of `revisions`
+/// (the revision it is recorded as reflecting).
+async fn write_statuses(
+    tx: &mut PgConnection,
+    projected: &[Projected],
+    revisions: &[i64],
+) -> sqlx::Result<()> {
+    store::projection::upsert_statuses(
+        tx,
+        &projected.iter().map(|p| p.workflow).collect::<Vec<_>>(),
+        revisions,
+        &projected.iter().map(|p| p.state).collect::<Vec<_>>(),
+        &projected
+            .iter()
+            .map(|p| p.sentence.clone())
+            .collect::<Vec<_>>(),
+    )
+    .await
 }
 
 /// The status behind `/status/{id}` (the API reads durable state directly).
@@ -95,18 +100,7 @@ impl Consumer for StatusProjection {
                         .max(brought[&p.workflow].last().copied().unwrap_or(0))
                 })
                 .collect();
-            let workflows: Vec<Uuid> = projected.iter().map(|p| p.workflow).collect();
-            store::projection::upsert_statuses(
-                tx,
-                &workflows,
-                &settled,
-                &projected.iter().map(|p| p.state).collect::<Vec<_>>(),
-                &projected
-                    .iter()
-                    .map(|p| p.sentence.clone())
-                    .collect::<Vec<_>>(),
-            )
-            .await
+            write_statuses(tx, &projected, &settled).await
         })
     }
 }
@@ -353,8 +347,11 @@ pub async fn rebuild(pool: &PgPool) -> sqlx::Result<u64> {
     let taken = store::outbox::lock_cursor(&mut tx, MetricsProjection.name(), published).await?;
     store::projection::clear_projections(&mut tx).await?;
     let workflows = store::projection::workflow_ids(&mut tx).await?;
-    for workflow in &workflows {
-        reproject(&mut tx, *workflow).await?;
+    // As the status consumer projects a publisher batch's workflows, at their current revision.
+    for chunk in workflows.chunks(500) {
+        let projected = crate::read::status::project_many(&mut tx, chunk).await?;
+        let current: Vec<i64> = projected.iter().map(|p| p.revision).collect();
+        write_statuses(&mut tx, &projected, &current).await?;
     }
     // Counters are a fold over every event: hand what the metrics consumer took to it again.
     let mut after = Position::default();

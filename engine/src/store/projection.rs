@@ -27,31 +27,6 @@ pub async fn add_to_counter(
     Ok(())
 }
 
-/// Writes `workflow`'s status row at `revision`, unless the row already reflects a later one.
-pub async fn upsert_status(
-    conn: &mut PgConnection,
-    workflow: Uuid,
-    revision: i64,
-    state: WorkflowState,
-    sentence: &str,
-) -> sqlx::Result<()> {
-    sqlx::query!(
-        r#"insert into status_projection (workflow_id, revision, state, sentence, updated_at)
-           values ($1, $2, $3, $4, now())
-           on conflict (workflow_id) do update
-              set revision = excluded.revision, state = excluded.state,
-                  sentence = excluded.sentence, updated_at = now()
-            where status_projection.revision <= excluded.revision"#,
-        workflow,
-        revision,
-        state as WorkflowState,
-        sentence,
-    )
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
 /// A notification candidate not yet sent nor superseded, with its workflow's state now.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DueNotification {
@@ -158,7 +133,8 @@ pub async fn add_to_counters(
     Ok(())
 }
 
-/// [`upsert_status`] for many workflows at once.
+/// Writes each workflow's status row at its revision, unless the row already reflects a later
+/// one.
 pub async fn upsert_statuses(
     conn: &mut PgConnection,
     workflows: &[Uuid],
