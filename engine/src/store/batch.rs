@@ -42,11 +42,17 @@ pub async fn claim_due(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<
                    where p.workflow_id = s.workflow_id and p.state = 'succeeded'
                      and s.state = 'ready') as "facts!"
            from step_ready q
-           join step s on s.id = q.step_id
+           -- One primary-key probe per queue row, in queue order, until the batch is full: the
+           -- fence (`offset 0`) keeps the planner from hash-joining the queue against every
+           -- step row, a plan its statistics favour while the queue churns (docs/DESIGN.md §4).
+           cross join lateral (
+               select s.* from step s
+               where s.id = q.step_id and s.state in ('ready', 'outcome_unknown')
+                 and not exists (select 1 from lease l where l.id = s.lease_id and l.expires_at > now())
+               offset 0
+           ) s
            join workflow w on w.id = s.workflow_id
            where q.run_after <= now()
-             and s.state in ('ready', 'outcome_unknown')
-             and not exists (select 1 from lease l where l.id = s.lease_id and l.expires_at > now())
            order by q.run_after
            limit $1
            for update of s skip locked"#,

@@ -254,3 +254,39 @@ async fn a_step_holding_a_lease_that_does_not_exist_is_reported_as_an_orphan(poo
         vec![("step.lease_id -> lease".to_owned(), 1, stranded.to_string())]
     );
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn claims_at_once_take_disjoint_steps_oldest_first_and_none_locks_beyond_its_batch(
+    pool: PgPool,
+) {
+    let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
+    let mut workflows = Vec::new();
+    for name in ["a", "b", "c", "d", "e"] {
+        workflows.push(h.start(name).await);
+    }
+    // A queue row whose step has moved on sits at the head of the queue: a hint, skipped.
+    sqlx::query(
+        "update step_ready set run_after = now() - interval '1 hour'
+         where step_id in (select id from step where workflow_id = $1)",
+    )
+    .bind(workflows[0])
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("update step set state = 'cancelled' where workflow_id = $1")
+        .bind(workflows[0])
+        .execute(&pool)
+        .await
+        .unwrap();
+    let claimed = |due: Vec<engine::store::batch::Due>| -> Vec<Uuid> {
+        due.iter().map(|d| d.step.workflow_id).collect()
+    };
+
+    let mut first = pool.begin().await.unwrap();
+    let a = claimed(engine::store::batch::claim_due(&mut first, 2).await.unwrap());
+    let mut second = pool.begin().await.unwrap();
+    let b = claimed(engine::store::batch::claim_due(&mut second, 10).await.unwrap());
+
+    assert_eq!(a, workflows[1..3], "the two oldest claimable steps");
+    assert_eq!(b, workflows[3..5], "the rest, none of the first claim's");
+}
