@@ -171,7 +171,8 @@ pub async fn take(
                from judged j left join starting x on x.step = j.step where s.id = j.step
                returning s.id, s.state, s.attempt_count
            ), dequeued as (
-               delete from step_ready q using taken t where q.step_id = t.id
+               -- By key: a join would scan the whole queue, dead rows and all.
+               delete from step_ready q where q.step_id = any(array(select id from taken))
            ), consumed as (
                update operator_authorization a set consumed_at = now()
                from starting x where a.step_id = x.step and a.consumed_at is null

@@ -283,9 +283,17 @@ async fn claims_at_once_take_disjoint_steps_oldest_first_and_none_locks_beyond_i
     };
 
     let mut first = pool.begin().await.unwrap();
-    let a = claimed(engine::store::batch::claim_due(&mut first, 2).await.unwrap());
+    let a = claimed(
+        engine::store::batch::claim_due(&mut first, 2)
+            .await
+            .unwrap(),
+    );
     let mut second = pool.begin().await.unwrap();
-    let b = claimed(engine::store::batch::claim_due(&mut second, 10).await.unwrap());
+    let b = claimed(
+        engine::store::batch::claim_due(&mut second, 10)
+            .await
+            .unwrap(),
+    );
 
     assert_eq!(a, workflows[1..3], "the two oldest claimable steps");
     assert_eq!(b, workflows[3..5], "the rest, none of the first claim's");
