@@ -31,6 +31,8 @@ pub struct Pass {
     /// by a transaction that is still running or that is newer than one still running, so an
     /// event that must come before them may still appear.
     pub held_back: bool,
+    /// Whether another publisher was delivering, so this pass did nothing.
+    pub busy: bool,
 }
 
 /// Delivers the outbox to its consumers.
@@ -58,7 +60,10 @@ impl Publisher {
     pub async fn publish_once(&self) -> sqlx::Result<Pass> {
         let mut turn = self.pool.acquire().await?;
         if !store::outbox::try_lock_publisher(&mut turn).await? {
-            return Ok(Pass::default());
+            return Ok(Pass {
+                busy: true,
+                ..Pass::default()
+            });
         }
         let pass = self.publish_batch().await;
         if let Err(error) = store::outbox::unlock_publisher(&mut turn).await {
@@ -76,8 +81,8 @@ impl Publisher {
         };
         let Some(last) = rows.last().map(|r| r.position) else {
             return Ok(Pass {
-                published: 0,
                 held_back,
+                ..Pass::default()
             });
         };
         // The consumers take the batch at once, each in its own transaction: they share no
@@ -116,23 +121,24 @@ impl Publisher {
         Ok(Pass {
             published: events.len(),
             held_back,
+            busy: false,
         })
     }
 
     /// Publishes until every event written so far has reached every consumer, waiting out the
-    /// transactions that hold events back (see [`Pass::held_back`]).
+    /// transactions that hold events back (see [`Pass::held_back`]) and another publisher's
+    /// turn (its batch may end before the events written so far do); returns how many events
+    /// this publisher delivered.
     pub async fn drain(&self) -> sqlx::Result<usize> {
         let mut published = 0;
         loop {
             let pass = self.publish_once().await?;
             published += pass.published;
-            match pass {
-                Pass {
-                    published: 0,
-                    held_back: false,
-                } => return Ok(published),
-                Pass { published: 0, .. } => tokio::time::sleep(HELD_BACK).await,
-                _ => {}
+            if pass.published == 0 {
+                if !pass.held_back && !pass.busy {
+                    return Ok(published);
+                }
+                tokio::time::sleep(HELD_BACK).await;
             }
         }
     }

@@ -427,7 +427,8 @@ async fn an_event_committed_after_a_newer_transactions_event_is_still_delivered_
         publisher.publish_once().await.unwrap(),
         Pass {
             published: 0,
-            held_back: true
+            held_back: true,
+            busy: false,
         }
     );
     assert!(seen.lock().unwrap().is_empty());
@@ -440,6 +441,43 @@ async fn an_event_committed_after_a_newer_transactions_event_is_still_delivered_
         engine::read::metrics::outbox_backlog(&pool).await.unwrap(),
         0
     );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn draining_waits_out_another_publishers_turn(pool: PgPool) {
+    let (publisher, seen) = recording_publisher(&pool);
+    let event = alert(&mut pool.acquire().await.unwrap(), "written").await;
+    // Another process's publisher holds the turn.
+    let mut other = pool.acquire().await.unwrap();
+    assert!(
+        engine::store::outbox::try_lock_publisher(&mut other)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        publisher.publish_once().await.unwrap(),
+        Pass {
+            published: 0,
+            held_back: false,
+            busy: true,
+        }
+    );
+
+    let draining = tokio::spawn({
+        let publisher = publisher.clone();
+        async move { publisher.drain().await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(
+        !draining.is_finished(),
+        "drained while another publisher held the turn"
+    );
+    engine::store::outbox::unlock_publisher(&mut other)
+        .await
+        .unwrap();
+
+    assert_eq!(draining.await.unwrap().unwrap(), 1);
+    assert_eq!(*seen.lock().unwrap(), [event]);
 }
 
 /// Writes a global event as a restored dump from another cluster would hold it: at `txid`.
