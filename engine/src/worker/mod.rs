@@ -190,6 +190,14 @@ impl Worker {
         self.config.lease
     }
 
+    /// Calls sent and not yet answered.
+    fn calls_in_flight(&self) -> usize {
+        self.config
+            .concurrency
+            .max(1)
+            .saturating_sub(self.calls.available_permits())
+    }
+
     fn lease_secs(&self) -> f64 {
         self.config.lease.as_secs_f64()
     }
