@@ -1,12 +1,12 @@
 //! Checkpoints 5 and 6 for many steps per transaction (docs/DESIGN.md §4): the concluder
 //! gathers results for a few milliseconds, longer while calls are in flight (or until a
 //! batch's worth arrived), and settles them in one transaction of set-based statements:
-//! receipts (carrying the accepted observation) or
-//! the observations that end the attempts, the steps' new states, dependants released, and the
-//! outbox events with each workflow's state, all driven by the rows the guarded update
-//! returned. A result the set-based path cannot settle (its lease was lost, the step already
-//! has a receipt, or a row the database refuses) goes through the one-step path of its own,
-//! so one bad row never takes the others down, and no observation of a call is lost.
+//! receipts (carrying the accepted observation) or the observations that end the attempts, the
+//! steps' new states, dependants released, and the outbox events with each workflow's state,
+//! all driven by the rows the guarded update returned. A result the set-based path cannot
+//! settle (its lease was lost, the step already has a receipt, or a row the database refuses)
+//! goes through the one-step path of its own, so one bad row never takes the others down, and
+//! no observation of a call is lost.
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -190,7 +190,7 @@ impl Worker {
         self.config.lease
     }
 
-    /// Calls sent and not yet answered.
+    /// Calls holding a slot: about to be sent, or waiting for their answer.
     fn calls_in_flight(&self) -> usize {
         self.config
             .concurrency
