@@ -259,12 +259,12 @@ async fn wait_until_projected(
             "the bench did not finish in 15 minutes"
         );
     }
-    let (completed, projected) = completed(watch).await?;
+    let (done, projected) = completed(watch).await?;
     polls += 1;
     anyhow::ensure!(
-        completed - baseline.0 >= want && projected - baseline.1 >= want,
+        done - baseline.0 >= want && projected - baseline.1 >= want,
         "the run settled with {} of {workflows} workflows completed and {} projected as completed",
-        completed - baseline.0,
+        done - baseline.0,
         projected - baseline.1,
     );
     Ok(polls)
