@@ -4,6 +4,7 @@
 mod adapter_body;
 mod adapter_file;
 mod bulk;
+mod constraints;
 mod contract_suite;
 mod data_adapter;
 mod definitions;
