@@ -96,8 +96,8 @@ pub struct Projected {
     pub sentence: String,
 }
 
-/// [`project_on`] for many workflows in two statements, keeping only what the status and
-/// notification consumers record.
+/// [`project_on`] for many workflows in three statements inside the caller's transaction,
+/// keeping only what the status and notification consumers record.
 pub async fn project_many(conn: &mut PgConnection, ids: &[Uuid]) -> sqlx::Result<Vec<Projected>> {
     let workflows = sqlx::query!(
         r#"select id, definition_name, definition_version, state as "state: WorkflowState", revision
@@ -114,6 +114,12 @@ pub async fn project_many(conn: &mut PgConnection, ids: &[Uuid]) -> sqlx::Result
     let mut status_steps: Vec<String> = said.iter().map(|(step, _)| step.clone()).collect();
     status_steps.sort_unstable();
     status_steps.dedup();
+    // Planned for this batch, never from a plan PostgreSQL keeps after five executions: the one
+    // it kept, made while receipts were few, scanned every receipt once per step as they grew
+    // (docs/DESIGN.md §10). For the rest of the caller's transaction.
+    sqlx::query("set local plan_cache_mode = force_custom_plan")
+        .execute(&mut *conn)
+        .await?;
     let rows = step_rows(conn, ids, Some(&status_steps)).await?;
     let mut by_workflow: HashMap<Uuid, Vec<&StepRow>> = HashMap::with_capacity(workflows.len());
     for r in &rows {

@@ -680,3 +680,35 @@ async fn an_alert_opens_once_and_reaches_the_webhook_once(pool: PgPool) {
             .is_empty()
     );
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_consumers_status_read_is_planned_for_each_batch_never_kept_generic(pool: PgPool) {
+    // After five executions PostgreSQL may keep one generic plan for a prepared statement; for
+    // this read that plan was made while receipts were few and scanned them all per step.
+    let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
+    let mut ids = Vec::new();
+    for n in 0..40 {
+        ids.push(h.start(&format!("planned-{n}")).await);
+    }
+    let mut conn = pool.acquire().await.unwrap();
+    for _ in 0..10 {
+        let mut tx = sqlx::Connection::begin(&mut *conn).await.unwrap();
+        let projected = engine::read::status::project_many(&mut tx, &ids)
+            .await
+            .unwrap();
+        assert_eq!(projected.len(), ids.len());
+        tx.commit().await.unwrap();
+    }
+    let plans: (i64, i64) = sqlx::query_as(
+        "select generic_plans, custom_plans from pg_prepared_statements
+         where statement like '%s.generation, s.state as%'",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        plans,
+        (0, 10),
+        "(generic plans, custom plans) of the status read"
+    );
+}
