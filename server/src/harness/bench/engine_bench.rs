@@ -229,8 +229,8 @@ async fn completed(watch: &mut PgConnection) -> anyhow::Result<(i64, i64)> {
 
 /// Whether the run may be over: the kept counts say no workflow is pending or running, and the
 /// publisher stands past the newest event (so every consumer applied it). The counts cost a
-/// few rows a look where the `workflow` index cost a walk over every version the run made dead
-/// (6–23 ms a look, a few per cent of PostgreSQL's CPU in the run).
+/// few rows a look; probing the `workflow` state index, which holds an entry for every version
+/// the run writes, took 6–23 ms a look, a few per cent of PostgreSQL's CPU in the run.
 async fn settled(watch: &mut PgConnection) -> anyhow::Result<bool> {
     Ok(sqlx::query_scalar(&format!(
         "{WATCH} select coalesce((select sum(n) from (select state, n from workflow_state_count
