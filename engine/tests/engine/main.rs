@@ -9,6 +9,7 @@ mod contract_suite;
 mod data_adapter;
 mod definitions;
 mod embedded_pg;
+mod indexes;
 mod invariants;
 mod operate;
 mod operators;
