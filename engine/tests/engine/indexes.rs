@@ -30,12 +30,14 @@ const CHANGED_ON_THE_HAPPY_PATH: &[(&str, &[&str])] = &[
 /// filtered by a state few or no workflows are in reads `workflow_state_idx`.
 const KEPT_FOR_READERS: &[&str] = &["workflow_state_idx"];
 
-/// The definitions of `table`'s indexes, as PostgreSQL prints them.
-async fn index_definitions(pool: &PgPool, table: &str) -> Vec<String> {
+/// The definitions of `table`'s indexes but those named in `except`, as PostgreSQL prints them.
+async fn index_definitions(pool: &PgPool, table: &str, except: &[&str]) -> Vec<String> {
     sqlx::query_scalar(
-        "select pg_get_indexdef(indexrelid) from pg_index where indrelid = $1::regclass order by 1",
+        "select pg_get_indexdef(indexrelid) from pg_index
+         where indrelid = $1::regclass and indexrelid::regclass::text <> all($2) order by 1",
     )
     .bind(table)
+    .bind(except)
     .fetch_all(pool)
     .await
     .unwrap()
@@ -65,15 +67,9 @@ async fn no_index_of_a_hot_table_names_a_column_the_happy_path_changes(pool: PgP
                 "{table} has no {column}"
             );
         }
-        let definitions = index_definitions(&pool, table).await;
+        let definitions = index_definitions(&pool, table, KEPT_FOR_READERS).await;
         assert!(!definitions.is_empty(), "{table} has no index");
         for definition in &definitions {
-            if KEPT_FOR_READERS
-                .iter()
-                .any(|kept| definition.contains(&format!(" INDEX {kept} ON ")))
-            {
-                continue;
-            }
             for column in *columns {
                 assert!(
                     !names(definition, column),
@@ -87,7 +83,7 @@ async fn no_index_of_a_hot_table_names_a_column_the_happy_path_changes(pool: PgP
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn an_outbox_event_is_indexed_once_by_its_position(pool: PgPool) {
     assert_eq!(
-        index_definitions(&pool, "outbox").await,
+        index_definitions(&pool, "outbox", &[]).await,
         ["CREATE UNIQUE INDEX outbox_pkey ON public.outbox USING btree (txid, id)"]
     );
 }
