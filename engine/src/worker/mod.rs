@@ -169,12 +169,14 @@ pub struct Worker {
 
 impl Worker {
     /// A worker over `pool` calling `adapters`. Its lease holder name gets a random suffix, so
-    /// two processes configured with one name can never pass for each other.
+    /// two processes configured with one name can never pass for each other. A concurrency of 0
+    /// counts as 1.
     pub fn new(pool: PgPool, mut config: WorkerConfig, adapters: Adapters) -> Self {
         config.name = lease_holder(&config.name);
+        config.concurrency = config.concurrency.max(1);
         Self {
             pool,
-            calls: Arc::new(tokio::sync::Semaphore::new(config.concurrency.max(1))),
+            calls: Arc::new(tokio::sync::Semaphore::new(config.concurrency)),
             config: Arc::new(config),
             adapters: Arc::new(adapters),
         }
@@ -194,7 +196,6 @@ impl Worker {
     fn calls_in_flight(&self) -> usize {
         self.config
             .concurrency
-            .max(1)
             .saturating_sub(self.calls.available_permits())
     }
 
