@@ -21,7 +21,10 @@ where
             join incident_reference ir on ir.incident_id = i.id
             where i.step_id = s.id and i.kind = 'duplicate_effect'
         ) refs on true
+        -- Only a duplicate-effect incident can add a second reference (a step has one receipt
+        -- at most): start from those, not from every step (docs/DESIGN.md §11).
         where s.kind <> 'pure'
+          and s.id in (select i.step_id from integrity_incident i where i.kind = 'duplicate_effect')
         group by s.id
         having count(distinct refs.reference) > 1
 
@@ -81,44 +84,70 @@ where
         .collect())
 }
 
-/// Takes the periodic check's turn if nobody took it within the last `every_secs` seconds;
-/// whether this caller took it.
-pub async fn take_check_turn<'e, E>(executor: E, every_secs: f64) -> sqlx::Result<bool>
+/// Takes the periodic check's turn if nobody took it within the last `every_secs` seconds, nor
+/// within `spacing` times the last pass's length; whether this caller took it. Until the pass
+/// ends ([`end_check_turn`]) its length counts as at least the interval or the last one's, so
+/// a long pass is not started again beside itself, and a pass cut short (a crash, a restart)
+/// holds the turn for `spacing` times that at most.
+pub async fn take_check_turn<'e, E>(
+    executor: E,
+    every_secs: f64,
+    spacing: f64,
+) -> sqlx::Result<bool>
 where
     E: Executor<'e, Database = Postgres>,
 {
     Ok(sqlx::query_scalar!(
-        r#"insert into invariant_turn (checked_at) values (now())
-           on conflict (only_row) do update set checked_at = now()
-           where invariant_turn.checked_at <= now() - make_interval(secs => $1)
+        r#"insert into invariant_turn (checked_at, pass_secs) values (now(), $1)
+           on conflict (only_row) do update
+               set checked_at = now(), pass_secs = greatest(invariant_turn.pass_secs, $1)
+           where invariant_turn.checked_at
+                 <= now() - make_interval(secs => greatest($1, invariant_turn.pass_secs * $2))
            returning true as "taken!""#,
-        every_secs
+        every_secs,
+        spacing,
     )
     .fetch_optional(executor)
     .await?
     .is_some())
 }
 
-/// Records a violation once (per kind and subject), with the evidence first seen.
-pub async fn record_violation<'e, E>(
-    executor: E,
-    kind: &str,
-    subject: &str,
-    evidence: &Value,
-) -> sqlx::Result<()>
+/// Records how long the pass that took the turn lasted, which spaces out the next one.
+pub async fn end_check_turn<'e, E>(executor: E, pass_secs: f64) -> sqlx::Result<()>
 where
     E: Executor<'e, Database = Postgres>,
 {
-    sqlx::query!(
-        r#"insert into invariant_violation (kind, subject, evidence) values ($1, $2, $3)
-               on conflict (kind, subject) do nothing"#,
-        kind,
-        subject,
-        evidence,
-    )
-    .execute(executor)
-    .await?;
+    sqlx::query!("update invariant_turn set pass_secs = $1", pass_secs)
+        .execute(executor)
+        .await?;
     Ok(())
+}
+
+/// Records each violation once (per kind and subject), with the evidence first seen, in one
+/// statement; returns the (kind, subject) of those recorded now for the first time.
+pub async fn record_violations<'e, E>(
+    executor: E,
+    violations: &[(String, String, Value)],
+) -> sqlx::Result<Vec<(String, String)>>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    let (kinds, subjects, evidence): (Vec<&str>, Vec<&str>, Vec<&Value>) = violations
+        .iter()
+        .map(|(kind, subject, evidence)| (kind.as_str(), subject.as_str(), evidence))
+        .collect();
+    let rows = sqlx::query!(
+        r#"insert into invariant_violation (kind, subject, evidence)
+           select * from unnest($1::text[], $2::text[], $3::jsonb[])
+           on conflict (kind, subject) do nothing
+           returning kind, subject"#,
+        &kinds as &[&str],
+        &subjects as &[&str],
+        &evidence as &[&Value],
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.kind, r.subject)).collect())
 }
 
 /// Rows whose reference points at nothing, for every reference the hot tables keep without a

@@ -3,7 +3,8 @@
 //! that shows it. Also the preparation of a restored database before workers resume
 //! (docs/DESIGN.md §12).
 
-use std::time::Duration;
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -32,28 +33,60 @@ pub struct Violation {
 
 /// Finds every current violation and records the new ones; returns all that hold now.
 pub async fn check(pool: &PgPool) -> sqlx::Result<Vec<Violation>> {
-    let violations: Vec<Violation> = invariant::current_violations(pool)
+    Ok(check_and_record(pool)
         .await?
         .into_iter()
-        .map(|(kind, subject, evidence)| Violation {
-            kind,
-            subject,
-            evidence,
-        })
-        .collect();
-    for v in &violations {
-        invariant::record_violation(pool, &v.kind, &v.subject, &v.evidence).await?;
-    }
-    Ok(violations)
+        .map(|(violation, _)| violation)
+        .collect())
 }
 
+/// A periodic pass takes at most one part in `CHECK_SPACING` of the time: the next turn comes
+/// that many times the last pass's length after its start, or one interval, whichever is later
+/// (docs/DESIGN.md §11).
+pub const CHECK_SPACING: f64 = 10.0;
+
 /// [`check`], by the workers' clock: only if no process checked within `every` (one pass per
-/// interval however many workers share the database). `None` when another had the turn.
+/// interval however many workers share the database), nor within [`CHECK_SPACING`] times the
+/// last pass's length. `None` when the turn was not due; else the violations this pass
+/// recorded first. One recorded before is not reported again: it stays in
+/// `invariant_violation` and its alert stays open, and a worker repeating it at every interval
+/// would bury the next one in its log.
 pub async fn check_if_due(pool: &PgPool, every: Duration) -> sqlx::Result<Option<Vec<Violation>>> {
-    if !invariant::take_check_turn(pool, every.as_secs_f64()).await? {
+    if !invariant::take_check_turn(pool, every.as_secs_f64(), CHECK_SPACING).await? {
         return Ok(None);
     }
-    check(pool).await.map(Some)
+    let started = Instant::now();
+    let found = check_and_record(pool).await?;
+    invariant::end_check_turn(pool, started.elapsed().as_secs_f64()).await?;
+    Ok(Some(
+        found
+            .into_iter()
+            .filter_map(|(violation, first)| first.then_some(violation))
+            .collect(),
+    ))
+}
+
+/// Every current violation, each with whether this pass recorded it first.
+async fn check_and_record(pool: &PgPool) -> sqlx::Result<Vec<(Violation, bool)>> {
+    let found = invariant::current_violations(pool).await?;
+    let first: HashSet<(String, String)> = invariant::record_violations(pool, &found)
+        .await?
+        .into_iter()
+        .collect();
+    Ok(found
+        .into_iter()
+        .map(|(kind, subject, evidence)| {
+            let new = first.contains(&(kind.clone(), subject.clone()));
+            (
+                Violation {
+                    kind,
+                    subject,
+                    evidence,
+                },
+                new,
+            )
+        })
+        .collect())
 }
 
 /// References without their row, as `z29c check` reports them: the hot tables keep their

@@ -86,28 +86,110 @@ async fn a_dependant_started_before_its_required_receipt_is_found(pool: PgPool) 
     );
 }
 
+/// The periodic check as a worker with interval `every_secs` runs it.
+async fn due(pool: &PgPool, every_secs: u64) -> Option<Vec<engine::watch::invariants::Violation>> {
+    let every = std::time::Duration::from_secs(every_secs);
+    engine::watch::invariants::check_if_due(pool, every)
+        .await
+        .unwrap()
+}
+
+/// Moves the start of the last periodic pass `started_secs_ago` into the past and, when given,
+/// says how long it took.
+async fn last_pass(pool: &PgPool, started_secs_ago: f64, took_secs: Option<f64>) {
+    sqlx::query(
+        "update invariant_turn set checked_at = now() - make_interval(secs => $1),
+                                   pass_secs = coalesce($2, pass_secs)",
+    )
+    .bind(started_secs_ago)
+    .bind(took_secs)
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn the_periodic_check_runs_once_per_interval_however_many_workers_share_the_database(
     pool: PgPool,
 ) {
-    let hour = std::time::Duration::from_secs(3_600);
-    let check = || engine::watch::invariants::check_if_due(&pool, hour);
     assert_eq!(
-        check().await.unwrap(),
+        due(&pool, 3_600).await,
         Some(vec![]),
         "nobody had checked yet"
     );
     assert_eq!(
-        check().await.unwrap(),
+        due(&pool, 3_600).await,
         None,
         "a second worker checked again"
     );
+    last_pass(&pool, 3_601.0, Some(0.01)).await;
     assert_eq!(
-        engine::watch::invariants::check_if_due(&pool, std::time::Duration::ZERO)
-            .await
-            .unwrap(),
+        due(&pool, 3_600).await,
         Some(vec![]),
         "an interval passed and nobody checked"
+    );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_long_pass_spaces_the_next_one_out_to_ten_times_its_length(pool: PgPool) {
+    due(&pool, 30).await.expect("the first turn is free");
+    // As at 1M workflows: a pass of 90 s; the next may start 900 s after it did, not 30.
+    last_pass(&pool, 600.0, Some(90.0)).await;
+    assert_eq!(due(&pool, 30).await, None, "checked again after 600 s");
+    last_pass(&pool, 901.0, Some(90.0)).await;
+    assert_eq!(
+        due(&pool, 30).await,
+        Some(vec![]),
+        "not checked after 901 s"
+    );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_pass_still_running_is_not_started_again_beside_itself(pool: PgPool) {
+    due(&pool, 30).await.expect("the first turn is free");
+    last_pass(&pool, 3_600.0, Some(90.0)).await;
+    // A worker takes the turn and is still reading when the interval has passed for another.
+    assert!(
+        engine::store::invariant::take_check_turn(&pool, 30.0, 10.0)
+            .await
+            .unwrap()
+    );
+    last_pass(&pool, 100.0, None).await;
+    assert_eq!(
+        due(&pool, 30).await,
+        None,
+        "a second pass began 100 s into one that takes 90 s or more"
+    );
+    // A pass cut short holds the turn for ten times the length it was expected to take.
+    last_pass(&pool, 901.0, None).await;
+    assert!(due(&pool, 30).await.is_some(), "the turn stayed held");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_periodic_check_reports_a_violation_once_while_check_shows_it_as_long_as_it_holds(
+    pool: PgPool,
+) {
+    let h = Harness::new(pool.clone(), Kind::Opaque, 2_000, 0).await;
+    let w = h.start("reported-once").await;
+    let deliver = fixture::Step::of(&pool, step_id(&pool, w, "deliver").await);
+    deliver.rogue_attempt(1, "outcome_unknown").await;
+    deliver.rogue_attempt(2, "succeeded").await;
+    let first = due(&pool, 0).await.expect("the first turn is free");
+    assert!(
+        kinds(&first).contains(&"opaque_retry_without_authorization"),
+        "{first:?}"
+    );
+    last_pass(&pool, 60.0, Some(0.01)).await;
+    assert_eq!(
+        due(&pool, 0).await,
+        Some(vec![]),
+        "the next pass reported it again"
+    );
+    let holding = engine::watch::invariants::check(&pool).await.unwrap();
+    assert_eq!(
+        kinds(&holding),
+        kinds(&first),
+        "z29c check stopped showing it"
     );
 }
 
