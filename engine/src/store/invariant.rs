@@ -37,18 +37,19 @@ where
 
         union all
         select 'dependant_started_before_required_receipt', d.id::text,
-               jsonb_build_object('dependency', p.id, 'attempt_started', min(a.started_at),
-                                  'dependency_settled', coalesce(max(r.created_at), max(w.created_at)))
-        from step d
-        join attempt a on a.step_id = d.id
+               jsonb_build_object('dependency', p.id, 'attempt_started', a.first_started,
+                                  'dependency_settled', coalesce(r.created_at, w.created_at))
+        -- Each step's first attempt once, then its dependencies: a step has one receipt and
+        -- one waiver at most, so nothing else needs grouping (docs/DESIGN.md §11).
+        from (select step_id, min(started_at) as first_started from attempt_start group by step_id) a
+        join step d on d.id = a.step_id
         join step p on p.workflow_id = d.workflow_id and p.logical = any(d.depends_on)
         left join receipt r on r.step_id = p.id
         left join waiver w on w.step_id = p.id and d.accepts_waiver
         where p.kind <> 'pure'
           and not exists (select 1 from step r where r.replaces_step_id = p.id)
-        group by d.id, p.id
-        having coalesce(max(r.created_at), max(w.created_at)) is null
-            or min(a.started_at) < coalesce(max(r.created_at), max(w.created_at))
+          and (coalesce(r.created_at, w.created_at) is null
+               or a.first_started < coalesce(r.created_at, w.created_at))
 
         union all
         select 'opaque_retry_without_authorization', later.step_id::text,

@@ -86,6 +86,45 @@ async fn a_dependant_started_before_its_required_receipt_is_found(pool: PgPool) 
     );
 }
 
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_dependant_whose_attempt_began_before_its_dependencys_receipt_was_written_is_found(
+    pool: PgPool,
+) {
+    let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
+    let early = h.start("began-early").await;
+    let after = h.start("began-after").await;
+    for w in [early, after] {
+        h.drive_until(w, "deliver", "succeeded").await;
+    }
+    // A notify attempt dated a second before, or after, the delivery's receipt.
+    for (w, offset) in [(early, "-1 second"), (after, "1 second")] {
+        sqlx::query(
+            "insert into attempt_start (id, step_id, number, worker, started_at)
+             select $1, n.id, n.attempt_count + 1, 'rogue', r.created_at + $2::interval
+             from step n join step d on d.workflow_id = n.workflow_id and d.logical = 'deliver'
+             join receipt r on r.step_id = d.id
+             where n.workflow_id = $3 and n.logical = 'notify'",
+        )
+        .bind(Uuid::now_v7())
+        .bind(offset)
+        .bind(w)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    let found = engine::watch::invariants::check(&pool).await.unwrap();
+    let started_early: Vec<&str> = found
+        .iter()
+        .filter(|v| v.kind == "dependant_started_before_required_receipt")
+        .map(|v| v.subject.as_str())
+        .collect();
+    assert_eq!(
+        started_early,
+        vec![step_id(&pool, early, "notify").await.to_string()],
+        "{found:?}"
+    );
+}
+
 /// The periodic check as a worker with interval `every_secs` runs it.
 async fn due(pool: &PgPool, every_secs: u64) -> Option<Vec<engine::watch::invariants::Violation>> {
     let every = std::time::Duration::from_secs(every_secs);
