@@ -125,11 +125,11 @@ where
 }
 
 /// Records each violation once (per kind and subject), with the evidence first seen, in one
-/// statement; returns the (kind, subject) of those recorded now for the first time.
+/// statement; returns those recorded now for the first time.
 pub async fn record_violations<'e, E>(
     executor: E,
     violations: &[(String, String, Value)],
-) -> sqlx::Result<Vec<(String, String)>>
+) -> sqlx::Result<Vec<(String, String, Value)>>
 where
     E: Executor<'e, Database = Postgres>,
 {
@@ -141,14 +141,17 @@ where
         r#"insert into invariant_violation (kind, subject, evidence)
            select * from unnest($1::text[], $2::text[], $3::jsonb[])
            on conflict (kind, subject) do nothing
-           returning kind, subject"#,
+           returning kind, subject, evidence"#,
         &kinds as &[&str],
         &subjects as &[&str],
         &evidence as &[&Value],
     )
     .fetch_all(executor)
     .await?;
-    Ok(rows.into_iter().map(|r| (r.kind, r.subject)).collect())
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.kind, r.subject, r.evidence))
+        .collect())
 }
 
 /// Rows whose reference points at nothing, for every reference the hot tables keep without a

@@ -3,7 +3,6 @@
 //! that shows it. Also the preparation of a restored database before workers resume
 //! (docs/DESIGN.md §12).
 
-use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -33,11 +32,7 @@ pub struct Violation {
 
 /// Finds every current violation and records the new ones; returns all that hold now.
 pub async fn check(pool: &PgPool) -> sqlx::Result<Vec<Violation>> {
-    Ok(check_and_record(pool)
-        .await?
-        .into_iter()
-        .map(|(violation, _)| violation)
-        .collect())
+    Ok(find_and_record(pool).await?.0)
 }
 
 /// A periodic pass takes at most one part in `CHECK_SPACING` of the time: the next turn comes
@@ -56,37 +51,27 @@ pub async fn check_if_due(pool: &PgPool, every: Duration) -> sqlx::Result<Option
         return Ok(None);
     }
     let started = Instant::now();
-    let found = check_and_record(pool).await?;
+    let (_, first) = find_and_record(pool).await?;
     invariant::end_check_turn(pool, started.elapsed().as_secs_f64()).await?;
-    Ok(Some(
-        found
-            .into_iter()
-            .filter_map(|(violation, first)| first.then_some(violation))
-            .collect(),
-    ))
+    Ok(Some(first))
 }
 
-/// Every current violation, each with whether this pass recorded it first.
-async fn check_and_record(pool: &PgPool) -> sqlx::Result<Vec<(Violation, bool)>> {
+/// Every current violation, and those of them this pass recorded first.
+async fn find_and_record(pool: &PgPool) -> sqlx::Result<(Vec<Violation>, Vec<Violation>)> {
     let found = invariant::current_violations(pool).await?;
-    let first: HashSet<(String, String)> = invariant::record_violations(pool, &found)
-        .await?
-        .into_iter()
-        .collect();
-    Ok(found
-        .into_iter()
-        .map(|(kind, subject, evidence)| {
-            let new = first.contains(&(kind.clone(), subject.clone()));
-            (
-                Violation {
-                    kind,
-                    subject,
-                    evidence,
-                },
-                new,
-            )
+    let first = invariant::record_violations(pool, &found).await?;
+    Ok((violations(found), violations(first)))
+}
+
+/// (kind, subject, evidence) rows as violations.
+fn violations(rows: Vec<(String, String, Value)>) -> Vec<Violation> {
+    rows.into_iter()
+        .map(|(kind, subject, evidence)| Violation {
+            kind,
+            subject,
+            evidence,
         })
-        .collect())
+        .collect()
 }
 
 /// References without their row, as `z29c check` reports them: the hot tables keep their
