@@ -32,6 +32,7 @@
 //! # }
 //! ```
 
+mod beside;
 mod config;
 mod delivery;
 mod disrupt;
@@ -49,6 +50,7 @@ mod state;
 mod store;
 pub mod webhook;
 
+pub use beside::database_beside;
 pub use config::{
     Api, Clock, Config, ControlToken, DEFAULT_IDEMPOTENCY_RETENTION, DEFAULT_VISIBILITY_WINDOW,
     ManualClock, Secret,

@@ -1,6 +1,7 @@
 //! The destinations over real HTTP on loopback, each test with its own PostgreSQL database.
 
 mod access;
+mod beside;
 mod client;
 mod faults;
 mod idempotent;

@@ -10,7 +10,6 @@ use engine::domain::StepState;
 use engine::read::queue::{QueueFilter, QueueRow, queue};
 use server::harness::demo::{self, Endpoints, Secrets, control_token, wait_until_up};
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
 use tokio::process::Command;
 
 /// A program that answers every request with 200; returns its port.
@@ -76,14 +75,7 @@ async fn the_demo_accepts_the_destination_it_gave_its_control_token() {
 /// The demo's five destinations in this process, on one database of their own, with the demo's
 /// control token and secrets (as `Demo::start` gives its child processes).
 async fn demo_destinations(z29c: &PgPool, secrets: &Secrets) -> Vec<RunningDestination> {
-    let name = format!("demo_destinations_{}", uuid::Uuid::new_v4().simple());
-    sqlx::query(&format!("create database {name}"))
-        .execute(z29c)
-        .await
-        .unwrap();
-    let options = z29c.connect_options().as_ref().clone().database(&name);
-    let pool = PgPoolOptions::new().connect_with(options).await.unwrap();
-    destinations::migrate(&pool).await.unwrap();
+    let pool = destinations::database_beside(z29c).await.unwrap();
     let mut running = Vec::new();
     for service in Service::ALL {
         let mut config = destinations::Config {

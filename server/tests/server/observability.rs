@@ -16,8 +16,7 @@ use tower::ServiceExt;
 use tracing_subscriber::layer::SubscriberExt;
 
 use crate::own_api::{
-    adapter_file, apply_files, definition_file, destination_database, drive, lose_the_next_answer,
-    start,
+    adapter_file, apply_files, definition_file, drive, lose_the_next_answer, start,
 };
 use crate::support::app;
 
@@ -25,7 +24,7 @@ use crate::support::app;
 /// and verified against it; returns the destination and the adapter's name.
 async fn notice_destination(pool: &PgPool) -> (RunningDestination, String) {
     let destination = destinations::spawn(
-        destination_database(pool).await,
+        destinations::database_beside(pool).await.unwrap(),
         Config::new(Kind::Idempotent),
     )
     .await

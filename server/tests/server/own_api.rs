@@ -14,27 +14,9 @@ use engine::domain::Role;
 use engine::worker::{Worker, WorkerConfig};
 use serde_json::{Value, json};
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
 use uuid::Uuid;
 
 use crate::api::{call, token};
-
-/// A fresh database for a destination: it never shares Z29C's.
-pub(crate) async fn destination_database(z29c: &PgPool) -> PgPool {
-    let name = format!("destination_{}", Uuid::new_v4().simple());
-    sqlx::query(&format!("create database {name}"))
-        .execute(z29c)
-        .await
-        .unwrap();
-    let options = z29c.connect_options().as_ref().clone().database(&name);
-    let pool = PgPoolOptions::new()
-        .max_connections(8)
-        .connect_with(options)
-        .await
-        .unwrap();
-    destinations::migrate(&pool).await.unwrap();
-    pool
-}
 
 /// The repository's adapter file `file`, pointed at `base_url`, its secret (if any) read from
 /// a file holding `secret`: what a team writes for its own staging environment.
@@ -178,7 +160,7 @@ async fn each_protocol_kind_runs_a_teams_own_definition_and_recovers_a_lost_answ
         (Kind::Opaque, "opaque-docs.yaml", "needs_review"),
     ] {
         let destination = destinations::spawn(
-            destination_database(&pool).await,
+            destinations::database_beside(&pool).await.unwrap(),
             Config {
                 visibility_window: Duration::from_millis(100),
                 ..Config::new(kind)
@@ -224,7 +206,7 @@ async fn payments(
 ) -> (RunningDestination, String, tempfile::TempDir) {
     let key = format!("sk_test_{}", Uuid::new_v4().simple());
     let destination = destinations::spawn(
-        destination_database(pool).await,
+        destinations::database_beside(pool).await.unwrap(),
         Config {
             api_key: Some(Secret::new(&key)),
             visibility_window: Duration::from_millis(100),
@@ -410,7 +392,7 @@ async fn a_signed_partner_event_whose_answer_is_lost_waits_for_a_person_and_is_p
 ) {
     let secret = format!("whsec_{}", Uuid::new_v4().simple());
     let destination = destinations::spawn(
-        destination_database(&pool).await,
+        destinations::database_beside(&pool).await.unwrap(),
         Config::webhook(Secret::new(&secret)),
     )
     .await

@@ -12,7 +12,6 @@ use engine::store::journal::Actor;
 use engine::worker::{StepReport, Worker, WorkerConfig};
 use serde_json::json;
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
 use uuid::Uuid;
 
 pub mod fixture;
@@ -22,23 +21,6 @@ pub struct Harness {
     pub pool: PgPool,
     pub destination: RunningDestination,
     pub worker: Worker,
-}
-
-/// A fresh database for the destination: it never shares Z29C's.
-pub async fn destination_database(z29c: &PgPool) -> PgPool {
-    let name = format!("destination_{}", Uuid::new_v4().simple());
-    sqlx::query(&format!("create database {name}"))
-        .execute(z29c)
-        .await
-        .unwrap();
-    let options = z29c.connect_options().as_ref().clone().database(&name);
-    let pool = PgPoolOptions::new()
-        .max_connections(8)
-        .connect_with(options)
-        .await
-        .unwrap();
-    destinations::migrate(&pool).await.unwrap();
-    pool
 }
 
 /// Worker settings that keep tests quick: short backoffs, a generous lease.
@@ -66,7 +48,7 @@ impl Harness {
     /// Everything for `kind`, with the adapter's deadline and the destination's visibility window.
     pub async fn new(pool: PgPool, kind: Kind, deadline_ms: u64, window_ms: u64) -> Self {
         let destination = destinations::spawn(
-            destination_database(&pool).await,
+            destinations::database_beside(&pool).await.unwrap(),
             Config {
                 visibility_window: Duration::from_millis(window_ms),
                 ..Config::new(kind)
@@ -221,7 +203,7 @@ impl Harness {
 /// A destination of `kind` with its own database and a visibility window of `window_ms`.
 pub async fn spawn_destination(z29c: &PgPool, kind: Kind, window_ms: u64) -> RunningDestination {
     destinations::spawn(
-        destination_database(z29c).await,
+        destinations::database_beside(z29c).await.unwrap(),
         Config {
             visibility_window: Duration::from_millis(window_ms),
             ..Config::new(kind)
