@@ -58,10 +58,14 @@ BEGIN;
 select id from workflow where id = any(:workflows::uuid[]) order by id for update;
 with r as (
     select a.step_id as step, a.id as attempt, a.request_key as key, gen_random_uuid() as receipt
-    from attempt_start a where a.step_id = any(:steps::uuid[])
+    -- Probes by key, as the engine's statements do: asked for the batch's steps with `any`,
+    -- the planner had read every attempt and every step of the seeded database.
+    from unnest(:steps::uuid[]) as t(step)
+    cross join lateral (select * from attempt_start a where a.step_id = t.step offset 0) a
 ), held as (
-    select s.id, s.workflow_id, s.definition_version from step s join r on r.step = s.id
-    where s.lease_holder = 'proto' and s.state = 'invoking' and s.receipt_id is null
+    select s.id, s.workflow_id, s.definition_version from step s
+    where s.id = any(:steps::uuid[])
+      and s.lease_holder = 'proto' and s.state = 'invoking' and s.receipt_id is null
     for update of s
 ), receipted as (
     insert into receipt (id, step_id, workflow_id, definition_version, input_digest, request_key,
