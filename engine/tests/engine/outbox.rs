@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use crate::support::Harness;
 use destinations::{Fault, FaultPlan, FaultRule, Kind, Match, Operation};
@@ -570,6 +571,58 @@ async fn every_projection_is_rebuilt_from_durable_state_after_being_dropped(pool
 
     engine::outbox::projections::rebuild(&h.pool).await.unwrap();
     assert_eq!(projections(&h.pool).await, before);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_rebuild_waits_for_a_metrics_batch_in_flight_and_counts_it_once(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
+    scripted(&h).await;
+    publish_all(&Publisher::new(
+        h.pool.clone(),
+        engine::outbox::consumers(None),
+    ))
+    .await;
+    let later = h.start("later").await;
+    h.drive_until(later, "notify", "succeeded").await;
+    // The metrics consumer has taken the later workflow's events and not committed yet.
+    let start = engine::store::outbox::cursor(
+        &mut h.pool.acquire().await.unwrap(),
+        MetricsProjection.name(),
+    )
+    .await
+    .unwrap();
+    let mut in_flight = h.pool.begin().await.unwrap();
+    let taken = engine::outbox::consumer::take_all(
+        &mut in_flight,
+        &MetricsProjection,
+        &events(&h.pool, later).await,
+        start,
+    )
+    .await
+    .unwrap();
+    assert!(taken > 0);
+
+    let rebuilding = {
+        let pool = h.pool.clone();
+        tokio::spawn(async move { engine::outbox::projections::rebuild(&pool).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !rebuilding.is_finished(),
+        "the rebuild did not meet the batch in flight"
+    );
+    in_flight.commit().await.unwrap();
+    rebuilding.await.unwrap().unwrap();
+    let completed = r#"[["to","completed"]]"#;
+    assert_eq!(
+        counter(&h.pool, "z29c_workflow_transitions_total", completed).await,
+        3,
+        "the batch in flight was lost or counted twice"
+    );
+    let after_race = projections(&h.pool).await;
+    // The same history rebuilt with nothing in flight: the batch counted once, not lost.
+    engine::outbox::projections::rebuild(&h.pool).await.unwrap();
+    assert_eq!(projections(&h.pool).await, after_race);
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
