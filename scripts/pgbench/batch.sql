@@ -42,8 +42,6 @@ with i as (
            state = 'invoking', attempt_count = s.attempt_count + 1
     from judged j where s.id = j.step and j.same
     returning s.id, s.attempt_count
-), dequeued as (
-    delete from step_ready q using taken t where q.step_id = t.id
 )
 insert into attempt_start (id, step_id, number, worker, started_at, invoked_at, request_key,
                            request_digest, authority)

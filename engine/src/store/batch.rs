@@ -121,8 +121,8 @@ pub struct Taken {
     pub bound_digest: Option<String>,
 }
 
-/// Leases the locked steps `taking` to `holder` under lease `lease` (one row for the batch),
-/// dequeues them, binds each request identity that is not bound yet, and records the attempts
+/// Leases the locked steps `taking` to `holder` under lease `lease` (one row for the batch;
+/// leased, they leave the claim queue by its trigger), binds each request identity that is not bound yet, and records the attempts
 /// that begin now: those whose call goes at once (checkpoint 3), and those concluded without
 /// a call (authority denied, a regenerated request that differs from the bound one). Every
 /// write is driven by the guarded update's rows.
@@ -170,9 +170,6 @@ pub async fn take(
                       attempt_count = s.attempt_count + case when s.kind = 'pure' or x.step is not null then 1 else 0 end
                from judged j left join starting x on x.step = j.step where s.id = j.step
                returning s.id, s.state, s.attempt_count
-           ), dequeued as (
-               -- By key: a join would scan the whole queue, dead rows and all.
-               delete from step_ready q where q.step_id = any(array(select id from taken))
            ), consumed as (
                update operator_authorization a set consumed_at = now()
                from starting x where a.step_id = x.step and a.consumed_at is null

@@ -264,20 +264,21 @@ async fn claims_at_once_take_disjoint_steps_oldest_first_and_none_locks_beyond_i
     for name in ["a", "b", "c", "d", "e"] {
         workflows.push(h.start(name).await);
     }
-    // A queue row whose step has moved on sits at the head of the queue: a hint, skipped.
-    sqlx::query(
-        "update step_ready set run_after = now() - interval '1 hour'
-         where step_id in (select id from step where workflow_id = $1)",
-    )
-    .bind(workflows[0])
-    .execute(&pool)
-    .await
-    .unwrap();
+    // A queue row whose step has moved on sits at the head of the queue (as a restored backup
+    // may hold one): a hint, skipped.
     sqlx::query("update step set state = 'cancelled' where workflow_id = $1")
         .bind(workflows[0])
         .execute(&pool)
         .await
         .unwrap();
+    sqlx::query(
+        "insert into step_ready (step_id, run_after)
+         select id, now() - interval '1 hour' from step where workflow_id = $1",
+    )
+    .bind(workflows[0])
+    .execute(&pool)
+    .await
+    .unwrap();
     let claimed = |due: Vec<engine::store::batch::Due>| -> Vec<Uuid> {
         due.iter().map(|d| d.step.workflow_id).collect()
     };
@@ -297,4 +298,36 @@ async fn claims_at_once_take_disjoint_steps_oldest_first_and_none_locks_beyond_i
 
     assert_eq!(a, workflows[1..3], "the two oldest claimable steps");
     assert_eq!(b, workflows[3..5], "the rest, none of the first claim's");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_step_cancelled_while_ready_leaves_the_claim_queue_with_its_cancel(pool: PgPool) {
+    let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
+    let w = h.start("cancelled-ready").await;
+    h.drive_until(w, "render", "succeeded").await;
+    let queued = || async {
+        sqlx::query_scalar::<_, String>(
+            "select s.logical from step_ready q join step s on s.id = q.step_id
+             where s.workflow_id = $1 order by 1",
+        )
+        .bind(w)
+        .fetch_all(&pool)
+        .await
+        .unwrap()
+    };
+    assert_eq!(queued().await, ["deliver"]);
+    let approver = engine::operators::Operator {
+        id: Uuid::nil(),
+        username: "queue-test".into(),
+        role: engine::domain::Role::Approver,
+        via: engine::operators::Via::Console,
+    };
+
+    engine::recovery::cancel::cancel_workflow(&pool, &approver, w, "the order was withdrawn")
+        .await
+        .unwrap();
+
+    assert_eq!(h.step(w, "deliver").await.0, "cancelled");
+    // Every later claim would otherwise walk past it, oldest first, for as long as it stays.
+    assert!(queued().await.is_empty());
 }
