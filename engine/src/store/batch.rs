@@ -122,10 +122,10 @@ pub struct Taken {
 }
 
 /// Leases the locked steps `taking` to `holder` under lease `lease` (one row for the batch;
-/// leased, they leave the claim queue by its trigger), binds each request identity that is not bound yet, and records the attempts
-/// that begin now: those whose call goes at once (checkpoint 3), and those concluded without
-/// a call (authority denied, a regenerated request that differs from the bound one). Every
-/// write is driven by the guarded update's rows.
+/// leased, they leave the claim queue by its trigger), binds each request identity that is not
+/// bound yet, and records the attempts that begin now: those whose call goes at once
+/// (checkpoint 3), and those concluded without a call (authority denied, a regenerated request
+/// that differs from the bound one). Every write is driven by the guarded update's rows.
 pub async fn take(
     conn: &mut PgConnection,
     lease: Uuid,
