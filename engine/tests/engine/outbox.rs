@@ -108,15 +108,20 @@ async fn scripted(h: &Harness) -> (Uuid, Uuid) {
     (happy, replayed)
 }
 
-#[sqlx::test(migrator = "engine::db::MIGRATOR")]
-async fn the_metrics_projection_counts_a_scripted_scenario_exactly(pool: PgPool) {
-    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
-    scripted(&h).await;
+/// [`scripted`], then everything published to every consumer.
+async fn scripted_and_published(h: &Harness) {
+    scripted(h).await;
     publish_all(&Publisher::new(
         h.pool.clone(),
         engine::outbox::consumers(None),
     ))
     .await;
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_metrics_projection_counts_a_scripted_scenario_exactly(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
+    scripted_and_published(&h).await;
 
     let deliver = |outcome: &str| {
         format!(r#"[["adapter","docs"],["logical","deliver"],["outcome","{outcome}"]]"#)
@@ -557,12 +562,7 @@ async fn outbox_positions_restored_from_a_cluster_further_along_are_re_based_bef
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn every_projection_is_rebuilt_from_durable_state_after_being_dropped(pool: PgPool) {
     let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
-    scripted(&h).await;
-    publish_all(&Publisher::new(
-        h.pool.clone(),
-        engine::outbox::consumers(None),
-    ))
-    .await;
+    scripted_and_published(&h).await;
     let before = projections(&h.pool).await;
     sqlx::raw_sql("delete from status_projection; delete from metric_counter")
         .execute(&h.pool)
@@ -576,12 +576,7 @@ async fn every_projection_is_rebuilt_from_durable_state_after_being_dropped(pool
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn a_rebuild_waits_for_a_metrics_batch_in_flight_and_counts_it_once(pool: PgPool) {
     let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
-    scripted(&h).await;
-    publish_all(&Publisher::new(
-        h.pool.clone(),
-        engine::outbox::consumers(None),
-    ))
-    .await;
+    scripted_and_published(&h).await;
     let later = h.start("later").await;
     h.drive_until(later, "notify", "succeeded").await;
     // The metrics consumer has taken the later workflow's events and not committed yet.
