@@ -328,12 +328,7 @@ async fn after_a_restore_an_opaque_step_the_backup_saw_ready_or_waiting_is_never
     // The operator finds the delivery the live system made and attaches it: the receipt names
     // the request regenerated exactly as it was sent. Notify, released, starts as outcome
     // unknown, and an opaque adapter can only ask a person.
-    let approver = engine::operators::Operator {
-        id: Uuid::nil(),
-        username: "restore-test".into(),
-        role: engine::domain::Role::Approver,
-        via: engine::operators::Via::Console,
-    };
+    let approver = crate::operate::person("restore-test", engine::domain::Role::Approver);
     let deliver = step_id(&pool, w, "deliver").await;
     engine::recovery::perform(
         &pool,

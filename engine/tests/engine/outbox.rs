@@ -700,12 +700,7 @@ async fn an_alert_opens_once_and_reaches_the_webhook_once(pool: PgPool) {
             .fetch_one(&h.pool)
             .await
             .unwrap();
-    let carol = engine::operators::Operator {
-        id: Uuid::nil(),
-        username: "carol".into(),
-        role: engine::domain::Role::Approver,
-        via: engine::operators::Via::Console,
-    };
+    let carol = crate::operate::person("carol", engine::domain::Role::Approver);
     engine::recovery::perform(
         &h.pool,
         engine::recovery::Request {

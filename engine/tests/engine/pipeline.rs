@@ -5,13 +5,14 @@
 
 use std::sync::Arc;
 
+use crate::operate::person;
 use crate::support::{Harness, worker_config};
 use destinations::Kind;
 use engine::adapter::registry::Adapters;
 use engine::adapter::{
     Adapter, BoxFuture, LookupObservation, PrepareError, PreparedRequest, WithdrawalObservation,
 };
-use engine::domain::{InputDigest, RequestKey, SideEffectContract, TransportObservation};
+use engine::domain::{InputDigest, RequestKey, Role, SideEffectContract, TransportObservation};
 use engine::worker::{StepReport, Worker};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -316,12 +317,7 @@ async fn a_step_cancelled_while_ready_leaves_the_claim_queue_with_its_cancel(poo
         .unwrap()
     };
     assert_eq!(queued().await, ["deliver"]);
-    let approver = engine::operators::Operator {
-        id: Uuid::nil(),
-        username: "queue-test".into(),
-        role: engine::domain::Role::Approver,
-        via: engine::operators::Via::Console,
-    };
+    let approver = person("queue-test", Role::Approver);
 
     engine::recovery::cancel::cancel_workflow(&pool, &approver, w, "the order was withdrawn")
         .await
