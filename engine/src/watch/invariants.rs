@@ -32,7 +32,8 @@ pub struct Violation {
 
 /// Finds every current violation and records the new ones; returns all that hold now.
 pub async fn check(pool: &PgPool) -> sqlx::Result<Vec<Violation>> {
-    Ok(find_and_record(pool).await?.0)
+    let (found, _) = find_and_record(pool).await?;
+    Ok(violations(found))
 }
 
 /// A periodic pass takes at most one part in `CHECK_SPACING` of the time: the next turn comes
@@ -53,18 +54,23 @@ pub async fn check_if_due(pool: &PgPool, every: Duration) -> sqlx::Result<Option
     let started = Instant::now();
     let (_, first) = find_and_record(pool).await?;
     invariant::end_check_turn(pool, started.elapsed().as_secs_f64()).await?;
-    Ok(Some(first))
+    Ok(Some(violations(first)))
 }
 
-/// Every current violation, and those of them this pass recorded first.
-async fn find_and_record(pool: &PgPool) -> sqlx::Result<(Vec<Violation>, Vec<Violation>)> {
+/// Every current violation, and those of them this pass recorded first, as rows: each caller
+/// turns into [`Violation`]s only the ones it returns (at 1M workflows the first are few and
+/// the current may be many).
+async fn find_and_record(pool: &PgPool) -> sqlx::Result<(Vec<ViolationRow>, Vec<ViolationRow>)> {
     let found = invariant::current_violations(pool).await?;
     let first = invariant::record_violations(pool, &found).await?;
-    Ok((violations(found), violations(first)))
+    Ok((found, first))
 }
 
+/// A violation as the store reads and records it: kind, subject, evidence.
+type ViolationRow = (String, String, Value);
+
 /// (kind, subject, evidence) rows as violations.
-fn violations(rows: Vec<(String, String, Value)>) -> Vec<Violation> {
+fn violations(rows: Vec<ViolationRow>) -> Vec<Violation> {
     rows.into_iter()
         .map(|(kind, subject, evidence)| Violation {
             kind,
