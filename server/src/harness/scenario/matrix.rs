@@ -15,7 +15,7 @@ use super::fault_points::{
 };
 use super::judge::judge;
 use super::processes::run_worker;
-use super::setup::database;
+use super::setup::{database, drop_databases};
 use super::target::{self, Target};
 use crate::harness::bench::BenchDatabase;
 
@@ -90,6 +90,12 @@ pub async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
                 seconds: started.elapsed().as_secs_f64(),
                 ..verdict
             };
+            // A failed scenario's databases stay for whoever looks into it.
+            if verdict.violations.is_empty()
+                && let Err(error) = drop_databases(&admin, &name).await
+            {
+                tracing::warn!(%error, scenario = %name, "could not drop the scenario's databases");
+            }
             if !args.json {
                 print_progress(&verdict);
             }

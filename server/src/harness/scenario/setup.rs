@@ -29,6 +29,26 @@ pub(super) async fn database(
     Ok((url, pool))
 }
 
+/// Drops scenario `name`'s databases: its own and its destinations' (named after it). A cluster
+/// that kept every scenario's comes back ever more slowly from the matrix's crash-restarts: it
+/// fsyncs each file of each database before recovery and again at its end-of-recovery
+/// checkpoint (thirty scenarios in, on two busy cores: 80 s, longer than a scenario waits).
+pub(super) async fn drop_databases(admin: &PgPool, name: &str) -> anyhow::Result<()> {
+    let names: Vec<String> = sqlx::query_scalar(
+        "select datname::text from pg_database
+         where datname = $1 or starts_with(datname, $1 || '_')",
+    )
+    .bind(name)
+    .fetch_all(admin)
+    .await?;
+    for database in names {
+        sqlx::query(&format!("drop database \"{database}\" with (force)"))
+            .execute(admin)
+            .await?;
+    }
+    Ok(())
+}
+
 /// Delays the destination's answer to the next `times` deliveries by `ms`.
 pub(super) fn delay_deliveries(
     destination: &RunningDestination,
@@ -72,4 +92,46 @@ pub(super) async fn destination(
     );
     engine::store::adapter::upsert(z29c, adapter, &destination.base_url(), &contract).await?;
     Ok(destination)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[sqlx::test(migrations = false)]
+    async fn a_scenarios_own_databases_are_dropped_and_one_whose_name_merely_begins_alike_is_kept(
+        pool: PgPool,
+    ) {
+        let name = format!(
+            "scenario_9_1_{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..6]
+        );
+        let other = format!("{name}0");
+        for database in [
+            &name,
+            &format!("{name}_dest"),
+            &format!("{name}_mail"),
+            &other,
+        ] {
+            sqlx::query(&format!("create database {database}"))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+
+        drop_databases(&pool, &name).await.unwrap();
+
+        let left: Vec<String> = sqlx::query_scalar(
+            "select datname::text from pg_database where starts_with(datname, $1)",
+        )
+        .bind(&name)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        sqlx::query(&format!("drop database if exists {other}"))
+            .execute(&pool)
+            .await
+            .unwrap();
+        assert_eq!(left, [other]);
+    }
 }
