@@ -108,7 +108,7 @@ pub async fn matrix(args: MatrixArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&verdicts)?);
     } else {
-        print_table(&verdicts, failed);
+        print_table(&verdicts);
     }
     Ok(if failed == 0 {
         ExitCode::SUCCESS
@@ -169,8 +169,8 @@ fn print_progress(verdict: &Verdict) {
     );
 }
 
-/// Every verdict, then how many had violations.
-fn print_table(verdicts: &[Verdict], failed: usize) {
+/// Every verdict, then how many had violations and which.
+fn print_table(verdicts: &[Verdict]) {
     println!();
     println!(
         "{:<11} {:<36} {:<9} {:>6}  verdict",
@@ -194,7 +194,26 @@ fn print_table(verdicts: &[Verdict], failed: usize) {
             }
         );
     }
-    println!("{} scenario(s), {failed} with violations", verdicts.len());
+    println!("{}", summary(verdicts));
+}
+
+/// How many scenarios ran and how many had violations, naming those again: the last line, which
+/// is what a log's tail keeps.
+fn summary(verdicts: &[Verdict]) -> String {
+    let failed: Vec<String> = verdicts
+        .iter()
+        .filter(|v| !v.violations.is_empty())
+        .map(|v| format!("{} {}", v.kind, v.point))
+        .collect();
+    let mut line = format!(
+        "{} scenario(s), {} with violations",
+        verdicts.len(),
+        failed.len()
+    );
+    if !failed.is_empty() {
+        line = format!("{line}: {}", failed.join(", "));
+    }
+    line
 }
 
 /// What the harness did to the scenario once it reached its point.
@@ -364,4 +383,42 @@ async fn expectations(
         _ => {}
     }
     Ok(violations)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(kind: &str, point: &str, violations: &[&str]) -> Verdict {
+        Verdict {
+            kind: kind.into(),
+            point: point.into(),
+            reached: true,
+            applicable: true,
+            seconds: 1.0,
+            violations: violations.iter().map(|v| (*v).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn the_last_line_names_each_scenario_with_violations() {
+        let verdicts = [
+            verdict("idempotent", "database_restart", &[]),
+            verdict(
+                "queryable",
+                "restore_from_backup",
+                &["deliver left outcome_unknown"],
+            ),
+            verdict(
+                "opaque",
+                "after_batch_claim",
+                &["1 step(s) wait for review", "lost"],
+            ),
+        ];
+        assert_eq!(
+            summary(&verdicts),
+            "3 scenario(s), 2 with violations: queryable restore_from_backup, opaque after_batch_claim"
+        );
+        assert_eq!(summary(&verdicts[..1]), "1 scenario(s), 0 with violations");
+    }
 }
