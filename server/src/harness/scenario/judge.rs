@@ -5,8 +5,16 @@ use uuid::Uuid;
 
 use super::target::Running;
 
-/// An external step as judged: logical name, state, request key, kind, receipt's reference.
-type StepRow = (String, String, Option<String>, String, Option<String>);
+/// An external step as judged: logical name, state, request key, kind, receipt's reference,
+/// and where it stood when the verdict was taken.
+type StepRow = (
+    String,
+    String,
+    Option<String>,
+    String,
+    Option<String>,
+    String,
+);
 
 /// The verdict from outside: each destination's own ledger against Z29C's receipts and states.
 /// No effect twice under one key (an opaque destination never gets a second one: the matrix
@@ -31,14 +39,20 @@ pub(super) async fn judge(
         ));
     }
     let steps: Vec<StepRow> = sqlx::query_as(
-        "select s.logical, s.state::text, s.request_key, s.kind::text, r.external_reference
+        "select s.logical, s.state::text, s.request_key, s.kind::text, r.external_reference,
+                format('%s attempt(s), next look in %s s, lease %s, last observation %s',
+                       s.attempt_count,
+                       round(extract(epoch from s.run_after - now())::numeric, 1),
+                       coalesce(s.lease_holder, 'none'),
+                       coalesce((select left(o.kind || ' ' || o.body::text, 160) from observation o
+                                 where o.step_id = s.id order by o.id desc limit 1), 'none'))
          from step s left join receipt r on r.id = s.receipt_id
          where s.workflow_id = any($1) and s.kind <> 'pure'",
     )
     .bind(workflows)
     .fetch_all(pool)
     .await?;
-    for (logical, state, key, step_kind, receipt) in steps {
+    for (logical, state, key, step_kind, receipt, standing) in steps {
         let key = key.unwrap_or_default();
         let (effects, provable) =
             ledgers.effects(target, &logical, step_kind == "compensation", &key);
@@ -69,7 +83,7 @@ pub(super) async fn judge(
                 "review_required" | "blocked" | "cancelled" | "waived"
             )
         {
-            violations.push(format!("{logical} {key} left {state}"));
+            violations.push(format!("{logical} {key} left {state} ({standing})"));
         }
     }
     for v in engine::watch::invariants::check(pool).await? {
