@@ -1,11 +1,15 @@
-//! Starting work: intent, initial steps and an outbox event, committed in one transaction.
+//! Starting work: intent, initial steps and an outbox event, committed in one transaction. A
+//! pure step that depends on nothing is settled there too, its output rendered from the input
+//! (docs/DESIGN.md §4).
+
+use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::definition::{Catalog, CatalogError, Definition, InputError, StepKind};
-use crate::domain::{EventKind, InputDigest, StepState};
+use crate::domain::{EventKind, InputDigest, StepState, WorkflowState};
 use crate::store::journal::{self, Actor, AuditEntry};
 use crate::store::step::{self, NewStep};
 use crate::store::workflow::{self, NewWorkflowRow, WorkflowRow};
@@ -53,8 +57,9 @@ pub enum StartError {
     Sqlx(#[from] sqlx::Error),
 }
 
-/// Records the intent, its steps and a `workflow.started` event atomically. Idempotent on the
-/// creation key: same key and input digest → the existing workflow; another digest → conflict.
+/// Records the intent, its steps and a `workflow.started` event atomically, with the pure steps
+/// that depend on nothing settled and announced. Idempotent on the creation key: same key and
+/// input digest → the existing workflow; another digest → conflict.
 pub async fn start_workflow(
     pool: &PgPool,
     new: NewWorkflow,
@@ -75,6 +80,15 @@ pub async fn start_workflow(
     definition.subject(&input)?;
     let digest = InputDigest::of_json(&input);
     let adapters = adapters_of(&definition, &input)?;
+    let id = Uuid::now_v7();
+    let steps = new_steps(
+        id,
+        &definition,
+        &adapters,
+        &settled_at_admission(&definition, &input),
+    );
+    let started = json!({ "creation_key": new.creation_key, "definition": new.definition, "version": version });
+    let (state, events) = opening(&steps, started);
 
     let mut tx = pool.begin().await?;
     let known = crate::store::adapter::all(&mut *tx).await?;
@@ -85,7 +99,6 @@ pub async fn start_workflow(
     {
         return Err(StartError::UnknownAdapter(missing.clone()));
     }
-    let id = Uuid::now_v7();
     let row = NewWorkflowRow {
         id,
         creation_key: &new.creation_key,
@@ -93,6 +106,8 @@ pub async fn start_workflow(
         definition_version: version,
         input: &input,
         input_digest: digest.as_str(),
+        state,
+        revision: i64::try_from(events.len()).unwrap_or(i64::MAX),
     };
     if !workflow::insert_unless_exists(&mut tx, &row).await? {
         let existing = workflow::by_creation_key(&mut tx, &new.creation_key)
@@ -100,8 +115,8 @@ pub async fn start_workflow(
             .ok_or(sqlx::Error::RowNotFound)?;
         return existing_or_conflict(existing, new, version, &digest);
     }
-    insert_steps(&mut tx, id, &definition, &adapters).await?;
-    journal::emit(&mut tx, id, 1, EventKind::WorkflowStarted, &json!({ "creation_key": new.creation_key, "definition": new.definition, "version": version })).await?;
+    step::insert_all(&mut tx, &steps).await?;
+    journal::emit_all(&mut tx, id, &events).await?;
     journal::audit(
         &mut tx,
         &AuditEntry {
@@ -186,34 +201,84 @@ fn adapters_of(
         .collect()
 }
 
-/// The definition's steps for a new workflow: those without dependencies ready, the rest
-/// blocked until their dependencies' receipts exist.
-async fn insert_steps(
-    conn: &mut sqlx::PgConnection,
+/// The outputs of the pure steps that depend on nothing, by name: their templates read the
+/// normalized input alone, so a worker would render the same output later (docs/DESIGN.md §4).
+/// A step whose output does not render is left out: it stays `ready`, and the worker that claims
+/// it sends it to review with the reason, as any pure step that fails.
+fn settled_at_admission(definition: &Definition, input: &Value) -> BTreeMap<String, Value> {
+    let nothing = json!({});
+    definition
+        .steps()
+        .iter()
+        .filter(|spec| spec.kind == StepKind::Pure && spec.depends_on.is_empty())
+        .filter_map(|spec| {
+            let output = definition.run_pure(&spec.logical, input, &nothing).ok()?;
+            Some((spec.logical.clone(), output))
+        })
+        .collect()
+}
+
+/// The definition's steps for a new workflow: the pure steps in `outputs` succeeded, those whose
+/// dependencies are all among them (or who have none) ready, the rest blocked until their
+/// dependencies' receipts exist.
+fn new_steps<'a>(
     workflow: Uuid,
-    definition: &Definition,
-    adapters: &[(String, Option<String>)],
-) -> sqlx::Result<()> {
-    let steps: Vec<NewStep> = definition
+    definition: &'a Definition,
+    adapters: &'a [(String, Option<String>)],
+    outputs: &BTreeMap<String, Value>,
+) -> Vec<NewStep<'a>> {
+    definition
         .steps()
         .iter()
         .zip(adapters)
-        .map(|(spec, (_, adapter))| NewStep {
-            workflow,
-            logical: &spec.logical,
-            definition_version: definition.version(),
-            kind: spec.kind,
-            adapter: adapter.as_deref(),
-            state: if spec.depends_on.is_empty() {
+        .map(|(spec, (_, adapter))| {
+            let output = outputs.get(&spec.logical).cloned();
+            let state = if output.is_some() {
+                StepState::Succeeded
+            } else if spec.depends_on.iter().all(|d| outputs.contains_key(d)) {
                 StepState::Ready
             } else {
                 StepState::Blocked
-            },
-            depends_on: spec.depends_on.clone(),
-            required_fields: spec.required_fields.clone(),
-            accepts_waiver: spec.accepts_waiver,
+            };
+            NewStep {
+                id: Uuid::now_v7(),
+                workflow,
+                logical: &spec.logical,
+                definition_version: definition.version(),
+                kind: spec.kind,
+                adapter: adapter.as_deref(),
+                state,
+                depends_on: spec.depends_on.clone(),
+                required_fields: spec.required_fields.clone(),
+                accepts_waiver: spec.accepts_waiver,
+                output,
+            }
         })
-        .collect();
-    step::insert_all(conn, &steps).await?;
-    Ok(())
+        .collect()
+}
+
+/// The state a new workflow of `steps` starts in, and its events in revision order: started,
+/// each step settled at admission, and the state change they make. The state follows the rule
+/// `conclusion::announce` derives it by, for a workflow with nothing cancelled, nothing to
+/// review and no incident yet; written here, not derived by that statement, because planning
+/// it cost each admission more than the rest of its transaction.
+fn opening(steps: &[NewStep<'_>], started: Value) -> (WorkflowState, Vec<(EventKind, Value)>) {
+    let settled: Vec<&NewStep> = steps.iter().filter(|s| s.output.is_some()).collect();
+    let state = if settled.is_empty() {
+        WorkflowState::Pending
+    } else if settled.len() == steps.len() {
+        WorkflowState::Completed
+    } else {
+        WorkflowState::Running
+    };
+    let mut events = vec![(EventKind::WorkflowStarted, started)];
+    events.extend(settled.iter().map(|s| {
+        let payload = json!({ "step": s.id, "logical": s.logical });
+        (EventKind::StepSucceeded, payload)
+    }));
+    if state != WorkflowState::Pending {
+        let change = json!({ "from": WorkflowState::Pending, "to": state });
+        events.push((EventKind::WorkflowStateChanged, change));
+    }
+    (state, events)
 }

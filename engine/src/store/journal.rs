@@ -29,6 +29,29 @@ pub async fn emit(
     Ok(event_id)
 }
 
+/// Appends the first events of a new `workflow`, at revisions 1, 2, … in order, in one statement.
+pub async fn emit_all(
+    conn: &mut PgConnection,
+    workflow: Uuid,
+    events: &[(EventKind, Value)],
+) -> sqlx::Result<()> {
+    let ids: Vec<Uuid> = events.iter().map(|_| Uuid::now_v7()).collect();
+    let kinds: Vec<&str> = events.iter().map(|(kind, _)| kind.as_str()).collect();
+    let payloads: Vec<Value> = events.iter().map(|(_, payload)| payload.clone()).collect();
+    sqlx::query!(
+        r#"insert into outbox (event_id, workflow_id, revision, kind, payload)
+           select e.event_id, $2, e.revision, e.kind, e.payload
+           from unnest($1::uuid[], $3::text[], $4::jsonb[]) with ordinality as e(event_id, kind, payload, revision)"#,
+        &ids,
+        workflow,
+        &kinds as &[&str],
+        &payloads,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// Appends an outbox event that concerns no single workflow (an alert).
 pub async fn emit_global(
     conn: &mut PgConnection,

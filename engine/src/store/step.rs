@@ -13,6 +13,7 @@ use crate::domain::{RequestKey, StepKey, StepState};
 /// A step about to be inserted with its workflow.
 #[derive(Debug, Clone)]
 pub struct NewStep<'a> {
+    pub id: Uuid,
     pub workflow: Uuid,
     pub logical: &'a str,
     pub definition_version: i32,
@@ -22,6 +23,8 @@ pub struct NewStep<'a> {
     pub depends_on: Vec<String>,
     pub required_fields: Vec<String>,
     pub accepts_waiver: bool,
+    /// A pure step settled at admission: its output (its state is then `succeeded`).
+    pub output: Option<Value>,
 }
 
 /// Inserts the steps of a new workflow in one statement. An external step gets its request
@@ -37,23 +40,26 @@ pub async fn insert_all(conn: &mut PgConnection, steps: &[NewStep<'_>]) -> sqlx:
                     .to_owned()
             });
             serde_json::json!({
-                "id": Uuid::now_v7(), "workflow_id": s.workflow, "logical": s.logical,
+                "id": s.id, "workflow_id": s.workflow, "logical": s.logical,
                 "definition_version": s.definition_version, "kind": s.kind, "adapter": s.adapter,
                 "state": s.state, "depends_on": s.depends_on, "required_fields": s.required_fields,
-                "accepts_waiver": s.accepts_waiver, "request_key": key,
+                "accepts_waiver": s.accepts_waiver, "request_key": key, "output": s.output,
             })
         })
         .collect();
     sqlx::query!(
         r#"insert into step (id, workflow_id, logical, definition_version, kind, adapter, state,
-                             depends_on, required_fields, accepts_waiver, request_key)
+                             depends_on, required_fields, accepts_waiver, request_key, output, attempt_count)
            select t.id, t.workflow_id, t.logical, t.definition_version, t.kind, t.adapter, t.state,
                   array(select jsonb_array_elements_text(t.depends_on)),
                   array(select jsonb_array_elements_text(t.required_fields)),
-                  t.accepts_waiver, t.request_key
+                  t.accepts_waiver, t.request_key, t.output,
+                  -- A pure step settled at admission has run once, as a worker's run counts.
+                  case when t.output is null then 0 else 1 end
            from jsonb_to_recordset($1) as t(id uuid, workflow_id uuid, logical text,
                 definition_version int, kind step_kind, adapter text, state step_state,
-                depends_on jsonb, required_fields jsonb, accepts_waiver bool, request_key text)"#,
+                depends_on jsonb, required_fields jsonb, accepts_waiver bool, request_key text,
+                output jsonb)"#,
         Value::Array(rows),
     )
     .execute(conn)

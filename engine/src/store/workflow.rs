@@ -44,6 +44,10 @@ pub struct NewWorkflowRow<'a> {
     pub definition_version: i32,
     pub input: &'a Value,
     pub input_digest: &'a str,
+    /// What it starts as: `pending`, unless steps were settled at admission.
+    pub state: WorkflowState,
+    /// The revision of its last event at admission.
+    pub revision: i64,
 }
 
 /// Inserts the workflow unless its creation key exists; true when this call inserted it.
@@ -52,8 +56,9 @@ pub async fn insert_unless_exists(
     new: &NewWorkflowRow<'_>,
 ) -> sqlx::Result<bool> {
     let inserted = sqlx::query_scalar!(
-        r#"insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest)
-           values ($1, $2, $3, $4, $5, $6)
+        r#"insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest,
+                                 state, revision)
+           values ($1, $2, $3, $4, $5, $6, $7, $8)
            on conflict (creation_key) do nothing
            returning id"#,
         new.id,
@@ -62,6 +67,8 @@ pub async fn insert_unless_exists(
         new.definition_version,
         new.input,
         new.input_digest,
+        new.state as WorkflowState,
+        new.revision,
     )
     .fetch_optional(conn)
     .await?;

@@ -10,6 +10,7 @@ mod data_adapter;
 mod definitions;
 mod embedded_pg;
 mod indexes;
+mod intake;
 mod invariants;
 mod operate;
 mod operators;

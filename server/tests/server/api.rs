@@ -172,19 +172,26 @@ async fn starting_work_commits_intent_steps_outbox_and_audit_together(pool: PgPo
     assert_eq!(
         states,
         vec![
-            ("render".into(), "ready".into()),
-            ("deliver".into(), "blocked".into()),
+            ("render".into(), "succeeded".into()),
+            ("deliver".into(), "ready".into()),
             ("notify".into(), "blocked".into())
+        ],
+        "the pure step that depends on nothing is settled with its workflow's start"
+    );
+    let events: Vec<String> =
+        sqlx::query_scalar("select kind from outbox where workflow_id = $1 order by revision")
+            .bind(id)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        events,
+        [
+            "workflow.started",
+            "step.succeeded",
+            "workflow.state_changed"
         ]
     );
-    let events: i64 = sqlx::query_scalar(
-        "select count(*) from outbox where workflow_id = $1 and kind = 'workflow.started'",
-    )
-    .bind(id)
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    assert_eq!(events, 1);
     let actor: String = sqlx::query_scalar("select actor from audit where workflow_id = $1")
         .bind(id)
         .fetch_one(&pool)

@@ -270,7 +270,7 @@ async fn workflows_are_listed_newest_first_a_page_at_a_time_and_searched_by_key(
     let (_, found) = call(
         &pool,
         "GET",
-        "/api/v1/workflows?creation_key=list-3&state=pending",
+        "/api/v1/workflows?creation_key=list-3&state=running",
         Some(&secret),
         None,
     )
