@@ -179,6 +179,7 @@ async fn system_run(
         let _ = stopped.wait_for(|s| *s).await;
     }));
     let started = Instant::now();
+    let began = chrono::Utc::now();
     fleet.go().await?;
     let polls = wait_until_projected(&mut watch, baseline, args.workflows, started).await?;
     let elapsed = started.elapsed().as_secs_f64();
@@ -197,7 +198,7 @@ async fn system_run(
     let pool = db
         .pool(u32::try_from(args.ceiling_clients)? + 2, false)
         .await?;
-    let (p50_ms, p99_ms) = latency(&pool, &tag).await?;
+    let (p50_ms, p99_ms) = latency(&pool, &tag, began).await?;
     let ceiling_tps = ceiling(&pool, args.ceiling_clients, args.ceiling_secs).await?;
     pool.close().await;
     eprintln!(
@@ -315,13 +316,17 @@ async fn seed(pool: &PgPool, workflows: usize, adapter: &str, tag: &str) -> anyh
     Ok(())
 }
 
-/// p50 and p99, in milliseconds, from a step becoming ready to its receipt, over the
-/// workflows tagged `tag`.
-async fn latency(pool: &PgPool, tag: &str) -> anyhow::Result<(f64, f64)> {
+/// p50 and p99, in milliseconds, from a step becoming ready (or the run's start at `began`, for
+/// a step ready since admission) to its receipt, over the workflows tagged `tag`.
+async fn latency(
+    pool: &PgPool,
+    tag: &str,
+    began: chrono::DateTime<chrono::Utc>,
+) -> anyhow::Result<(f64, f64)> {
     let (p50, p99): (f64, f64) = sqlx::query_as(
         r#"with lat as (
                -- A pure dependency settles when its step last changed (it never changes after).
-               select extract(epoch from r.created_at - coalesce(dr.created_at, d.updated_at)) * 1000 as ms
+               select extract(epoch from r.created_at - greatest(coalesce(dr.created_at, d.updated_at), $2)) * 1000 as ms
                from step s
                join workflow w on w.id = s.workflow_id and w.creation_key like $1
                join receipt r on r.step_id = s.id
@@ -332,6 +337,7 @@ async fn latency(pool: &PgPool, tag: &str) -> anyhow::Result<(f64, f64)> {
                   percentile_cont(0.99) within group (order by ms)::float8 from lat"#,
     )
     .bind(format!("bench-{tag}-%"))
+    .bind(began)
     .fetch_one(pool)
     .await?;
     Ok((p50, p99))
@@ -388,7 +394,7 @@ fn print_runs(args: &EngineBenchArgs, runs: &[EngineRun]) {
         "the run: from the workers' start to the last workflow completed with its status projection current and the outbox drained"
     );
     println!(
-        "latency: from the moment a step's dependency settled (it became ready) to its receipt"
+        "latency: from the moment a step's dependency settled (it became ready), or the run's start for a step ready since admission, to its receipt"
     );
     println!(
         "per external step (÷ {} each run), workers, publisher and consumers together: statements by pg_stat_statements (BEGIN/COMMIT included; n/a when not loaded), commits, rows inserted/updated/deleted, index entries written (upper bound), HOT share of updates",
