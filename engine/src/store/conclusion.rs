@@ -88,7 +88,7 @@ pub async fn settle(
                       r.completion_state, r.method, now(), r.summary, r.attempt, r.observation
                from r join held h on h.id = r.step join external_request q on q.request_key = r.request_key
                where r.receipt_id is not null
-               returning step_id, id
+               returning id
            ), ended as (
                insert into observation (step_id, attempt_id, request_key, kind, body, outcome)
                select r.step, r.attempt, r.request_key, 'transport', r.observation, r.outcome
@@ -97,15 +97,17 @@ pub async fn settle(
                on conflict (attempt_id) where outcome is not null do nothing
                returning attempt_id
            ), settled as (
-               update step s set state = r.next, receipt_id = coalesce(x.id, s.receipt_id),
+               update step s set state = r.next, receipt_id = coalesce(r.receipt_id, s.receipt_id),
                       output = coalesce(r.output, s.output), lease_holder = null, lease_id = null,
                       run_after = now() + make_interval(secs => r.delay_ms / 1000.0),
                       unknown_since = case when r.next in ('outcome_unknown', 'review_required', 'rejected')
                                            then coalesce(s.unknown_since, now()) end,
                       updated_at = now()
-               from r join held h on h.id = r.step left join receipted x on x.step_id = r.step
+               from r join held h on h.id = r.step
                where s.id = r.step
-                 and (r.receipt_id is null or x.id is not null)
+                 -- A set membership (hashed once), not a join: estimated at one row, the join
+                 -- was planned as a nested loop over every receipt for every step.
+                 and (r.receipt_id is null or r.receipt_id in (select x.id from receipted x))
                  and (r.attempt is null or r.receipt_id is not null
                       or exists (select 1 from ended e where e.attempt_id = r.attempt))
                returning s.id, s.workflow_id
