@@ -339,3 +339,54 @@ async fn a_step_cancelled_while_ready_leaves_the_claim_queue_with_its_cancel(poo
     // Every later claim would otherwise walk past it, oldest first, for as long as it stays.
     assert!(queued().await.is_empty());
 }
+
+/// How many scans of the common table expression `cte` an `explain (format json)` plan holds,
+/// and how many nested loops have one among their children (run once per outer row).
+fn nested_loops_over(plan: &serde_json::Value, cte: &str) -> (usize, usize) {
+    let (mut scans, mut looped) = (0, 0);
+    let mut nodes = vec![&plan[0]["Plan"]];
+    while let Some(node) = nodes.pop() {
+        let children: Vec<&serde_json::Value> =
+            node["Plans"].as_array().into_iter().flatten().collect();
+        let scans_cte =
+            |n: &serde_json::Value| n["Node Type"] == "CTE Scan" && n["CTE Name"] == cte;
+        scans += children.iter().filter(|c| scans_cte(c)).count();
+        if node["Node Type"] == "Nested Loop" && children.iter().any(|c| scans_cte(c)) {
+            looped += 1;
+        }
+        nodes.extend(children);
+    }
+    (scans, looped)
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_flush_finds_the_receipts_it_wrote_by_a_hashed_set_not_a_scan_per_step(pool: PgPool) {
+    // The settle statement as the engine runs it, with a flush of 64 accepted results.
+    let source = include_str!("../../src/store/conclusion.rs");
+    let start = source.find("r#\"with r as (").unwrap() + 3;
+    let sql = &source[start..start + source[start..].find("\"#").unwrap()];
+    let results: Vec<serde_json::Value> = (0..64)
+        .map(|i| {
+            serde_json::json!({
+                "step": Uuid::now_v7(), "lease": Uuid::now_v7(), "expected": "invoking",
+                "attempt": Uuid::now_v7(), "request_key": format!("k-{i}"), "outcome": "succeeded",
+                "observation": {}, "receipt_id": Uuid::now_v7(), "external_reference": "x",
+                "method": "direct_response", "completion_state": "accepted", "summary": {},
+                "next": "succeeded", "delay_ms": 0,
+            })
+        })
+        .collect();
+    let sql = sql.replace("$1", "'worker'").replace(
+        "$2",
+        &format!("'{}'::jsonb", serde_json::Value::Array(results)),
+    );
+
+    let plan: serde_json::Value = sqlx::query_scalar(&format!("explain (format json) {sql}"))
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+
+    let (scans, looped) = nested_loops_over(&plan, "receipted");
+    assert!(scans > 0, "the plan reads the receipts it wrote: {plan}");
+    assert_eq!(looped, 0, "a nested loop scans them once per step: {plan}");
+}
