@@ -9,7 +9,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::definition::{Catalog, CatalogError, Definition, InputError, StepKind};
-use crate::domain::{EventKind, InputDigest, StepState, WorkflowState};
+use crate::domain::{EventKind, InputDigest, StepState, WorkflowFacts, WorkflowState, event};
 use crate::store::journal::{self, Actor, AuditEntry};
 use crate::store::step::{self, NewStep};
 use crate::store::workflow::{self, NewWorkflowRow, WorkflowRow};
@@ -258,26 +258,25 @@ fn new_steps<'a>(
 }
 
 /// The state a new workflow of `steps` starts in, and its events in revision order: started,
-/// each step settled at admission, and the state change they make. The state follows the rule
-/// `conclusion::announce` derives it by, for a workflow with nothing cancelled, nothing to
-/// review and no incident yet; written here, not derived by that statement, because planning
-/// it cost each admission more than the rest of its transaction.
+/// each step settled at admission, and the state change they make. The state is derived here,
+/// by the rule every transition uses, from what admission knows (nothing cancelled, nothing to
+/// review, no incident yet), not by `conclusion::announce`'s statement: planning that cost each
+/// admission more than the rest of its transaction.
 fn opening(steps: &[NewStep<'_>], started: Value) -> (WorkflowState, Vec<(EventKind, Value)>) {
     let settled: Vec<&NewStep> = steps.iter().filter(|s| s.output.is_some()).collect();
-    let state = if settled.is_empty() {
-        WorkflowState::Pending
-    } else if settled.len() == steps.len() {
-        WorkflowState::Completed
-    } else {
-        WorkflowState::Running
-    };
+    let state = WorkflowFacts {
+        all_done: !steps.is_empty() && settled.len() == steps.len(),
+        started: !settled.is_empty(),
+        ..WorkflowFacts::default()
+    }
+    .state();
     let mut events = vec![(EventKind::WorkflowStarted, started)];
     events.extend(settled.iter().map(|s| {
-        let payload = json!({ "step": s.id, "logical": s.logical });
+        let payload = event::pure_step_succeeded(s.id, s.logical);
         (EventKind::StepSucceeded, payload)
     }));
     if state != WorkflowState::Pending {
-        let change = json!({ "from": WorkflowState::Pending, "to": state });
+        let change = event::state_changed(WorkflowState::Pending, state);
         events.push((EventKind::WorkflowStateChanged, change));
     }
     (state, events)

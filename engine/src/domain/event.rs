@@ -2,6 +2,10 @@
 //! parts of Z29C react to is announced under one of these, in the transaction that makes it.
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::WorkflowState;
 
 /// What an outbox event announces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -68,6 +72,16 @@ impl EventKind {
     pub fn parse(name: &str) -> Option<EventKind> {
         EventKind::ALL.into_iter().find(|k| k.as_str() == name)
     }
+}
+
+/// The payload of `step.succeeded` for a pure step: the step, by id and name.
+pub fn pure_step_succeeded(step: Uuid, logical: &str) -> Value {
+    json!({ "step": step, "logical": logical })
+}
+
+/// The payload of `workflow.state_changed`.
+pub fn state_changed(from: WorkflowState, to: WorkflowState) -> Value {
+    json!({ "from": from, "to": to })
 }
 
 impl std::fmt::Display for EventKind {

@@ -28,4 +28,4 @@ pub use receipt::ReceiptMethod;
 pub use recovery::{
     LookupAnswer, RecoveryDecision, ReviewReason, UnknownOutcomeFacts, decide_after_unknown,
 };
-pub use state::{StepState, WorkflowState};
+pub use state::{StepState, WorkflowFacts, WorkflowState};

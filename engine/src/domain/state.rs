@@ -45,6 +45,38 @@ impl WorkflowState {
     }
 }
 
+/// What a workflow's current steps (not those replaced) and its open incidents say, in the
+/// terms its state is derived from.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WorkflowFacts {
+    /// A step was cancelled.
+    pub cancelled: bool,
+    /// A step awaits review or was rejected, or an integrity incident is open.
+    pub needs_review: bool,
+    /// It has steps, and every one succeeded or was waived.
+    pub all_done: bool,
+    /// A step has left `ready` and `blocked`.
+    pub started: bool,
+}
+
+impl WorkflowFacts {
+    /// The state these facts make: cancelled before review, review before completion,
+    /// completion before running. `conclusion::announce` applies the same rule in SQL.
+    pub fn state(self) -> WorkflowState {
+        if self.cancelled {
+            WorkflowState::Cancelled
+        } else if self.needs_review {
+            WorkflowState::NeedsReview
+        } else if self.all_done {
+            WorkflowState::Completed
+        } else if self.started {
+            WorkflowState::Running
+        } else {
+            WorkflowState::Pending
+        }
+    }
+}
+
 /// Where one logical step stands. Mirrors the PostgreSQL enum `step_state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "runtime", derive(sqlx::Type, utoipa::ToSchema))]

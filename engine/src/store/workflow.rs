@@ -4,7 +4,7 @@ use serde_json::Value;
 use sqlx::{Executor, PgConnection, Postgres};
 use uuid::Uuid;
 
-use crate::domain::{EventKind, WorkflowState};
+use crate::domain::{EventKind, WorkflowFacts, WorkflowState, event};
 
 /// How many workflows are in each state; states with none are omitted.
 pub async fn count_by_state<'e, E>(executor: E) -> sqlx::Result<Vec<(WorkflowState, i64)>>
@@ -145,17 +145,13 @@ pub async fn refresh_state(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Wo
     )
     .fetch_one(&mut *conn)
     .await?;
-    let next = if row.cancelled {
-        WorkflowState::Cancelled
-    } else if row.needs_review || row.incident {
-        WorkflowState::NeedsReview
-    } else if row.all_done {
-        WorkflowState::Completed
-    } else if row.started {
-        WorkflowState::Running
-    } else {
-        WorkflowState::Pending
-    };
+    let next = WorkflowFacts {
+        cancelled: row.cancelled,
+        needs_review: row.needs_review || row.incident,
+        all_done: row.all_done,
+        started: row.started,
+    }
+    .state();
     if next != row.current {
         let revision = set_state(conn, id, next).await?;
         super::journal::emit(
@@ -163,7 +159,7 @@ pub async fn refresh_state(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Wo
             id,
             revision,
             EventKind::WorkflowStateChanged,
-            &serde_json::json!({ "from": row.current, "to": next }),
+            &event::state_changed(row.current, next),
         )
         .await?;
     }

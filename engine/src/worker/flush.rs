@@ -18,7 +18,7 @@ use uuid::Uuid;
 use super::work::{Conclusion, Finished};
 use super::{StepReport, Worker, WorkerError, settled_state};
 use crate::adapter::Adapter;
-use crate::domain::{EventKind, ReceiptMethod, RequestKey, StepState, TransportObservation};
+use crate::domain::{EventKind, ReceiptMethod, RequestKey, StepState, TransportObservation, event};
 use crate::store::batch;
 use crate::store::conclusion::{self, Announcing, NewBatchReceipt, Settling};
 use crate::store::step::Settle;
@@ -166,7 +166,7 @@ impl Worker {
                 },
                 (
                     EventKind::StepSucceeded,
-                    json!({ "step": step.id, "logical": step.logical }),
+                    event::pure_step_succeeded(step.id, &step.logical),
                 ),
             ),
             Conclusion::Observed {

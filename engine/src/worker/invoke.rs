@@ -16,7 +16,7 @@ use super::{
 use crate::adapter::{Adapter, PrepareError, PreparedRequest};
 use crate::definition::{Definition, InputError};
 use crate::domain::{
-    AttemptOutcome, EventKind, ReceiptMethod, RequestKey, StepState, TransportObservation,
+    AttemptOutcome, EventKind, ReceiptMethod, RequestKey, StepState, TransportObservation, event,
 };
 use crate::failpoint::{self, BrokenRule, FaultPoint};
 use crate::store::step::{self, Claimed, Settle};
@@ -269,7 +269,7 @@ impl Worker {
                 conclusion::lock_workflows(&mut tx, &[step.workflow_id]).await?;
                 step::complete_pure(&mut tx, step.id, self.name(), &output).await?;
                 step::release_dependants(&mut tx, step.workflow_id).await?;
-                let event = json!({ "step": step.id, "logical": step.logical });
+                let event = event::pure_step_succeeded(step.id, &step.logical);
                 workflow::announce(&mut tx, step.workflow_id, EventKind::StepSucceeded, &event)
                     .await?;
                 workflow::refresh_state(&mut tx, step.workflow_id).await?;
