@@ -8,6 +8,7 @@ use sqlx::PgPool;
 use super::cluster::BenchDatabase;
 use super::load::load;
 use super::page_load::{BrowserArgs, browser_pages, page_loads, print_loads};
+use super::quantile::percentile;
 use super::session::Session;
 
 /// Settings of `z29c bench console`.
@@ -24,15 +25,6 @@ pub struct ConsoleBenchArgs {
     pub site_root: std::path::PathBuf,
     #[command(flatten)]
     pub browser: BrowserArgs,
-}
-
-/// The `p` quantile of `sorted` by nearest rank; 0 when there is nothing to rank.
-pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
 }
 
 /// Sequential scans of the large tables so far.

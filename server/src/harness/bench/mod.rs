@@ -12,6 +12,7 @@ mod instant;
 mod load;
 mod page_load;
 mod pgstats;
+mod quantile;
 mod session;
 
 pub use cluster::BenchDatabase;

@@ -205,12 +205,12 @@ pub(super) fn print_loads(size: usize, loads: usize, table: &Result<Vec<PageLoad
             kb(html + js + wasm + css + other),
             format!(
                 "{:.0} / {:.0}",
-                super::console_bench::percentile(&l.interactive, 0.5),
+                super::quantile::percentile(&l.interactive, 0.5),
                 l.interactive.last().copied().unwrap_or_default()
             ),
             format!(
                 "{:.0}",
-                super::console_bench::percentile(&l.dom_content_loaded, 0.5)
+                super::quantile::percentile(&l.dom_content_loaded, 0.5)
             ),
         );
     }
