@@ -9,6 +9,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::definition::{Catalog, CatalogError, Definition, InputError, StepKind};
+use crate::domain::words::{DuplicateStatus, status_sentence};
 use crate::domain::{EventKind, InputDigest, StepState, WorkflowFacts, WorkflowState, event};
 use crate::store::journal::{self, Actor, AuditEntry};
 use crate::store::step::{self, NewStep};
@@ -115,8 +116,8 @@ pub async fn start_workflow(
             .ok_or(sqlx::Error::RowNotFound)?;
         return existing_or_conflict(existing, new, version, &digest);
     }
-    step::insert_all(&mut tx, &steps).await?;
-    journal::emit_all(&mut tx, id, &events).await?;
+    let sentence = opening_sentence(&definition, &steps);
+    record_opening(&mut tx, &row, &steps, &events, sentence).await?;
     journal::audit(
         &mut tx,
         &AuditEntry {
@@ -134,6 +135,27 @@ pub async fn start_workflow(
         .ok_or(sqlx::Error::RowNotFound)?;
     tx.commit().await?;
     Ok(Started::Created(created))
+}
+
+/// What a new workflow starts with beside its row: its steps, its opening events, and its
+/// status projection as it starts (the status consumer then finds it current).
+async fn record_opening(
+    tx: &mut sqlx::PgConnection,
+    row: &NewWorkflowRow<'_>,
+    steps: &[NewStep<'_>],
+    events: &[(EventKind, Value)],
+    sentence: String,
+) -> sqlx::Result<()> {
+    step::insert_all(&mut *tx, steps).await?;
+    journal::emit_all(&mut *tx, row.id, events).await?;
+    crate::store::projection::upsert_statuses(
+        tx,
+        &[row.id],
+        &[row.revision],
+        &[row.state],
+        &[sentence],
+    )
+    .await
 }
 
 /// Refuses what PostgreSQL could not store, before anything is written: a creation key out of
@@ -255,6 +277,22 @@ fn new_steps<'a>(
             }
         })
         .collect()
+}
+
+/// The customer's sentence for a new workflow of `steps`: its status step's, in the state it
+/// starts in (no receipt, no incident, nothing withdrawn yet), as the projection would say it.
+fn opening_sentence(definition: &Definition, steps: &[NewStep<'_>]) -> String {
+    let status_step = definition.status_step();
+    let state = steps
+        .iter()
+        .rfind(|s| s.logical == status_step)
+        .map_or(StepState::Ready, |s| s.state);
+    status_sentence(
+        &definition.words(status_step),
+        state,
+        None,
+        DuplicateStatus::None,
+    )
 }
 
 /// The state a new workflow of `steps` starts in, and its events in revision order: started,

@@ -110,6 +110,25 @@ pub fn status_sentence(
     }
 }
 
+/// The sentence of each state a step can be in, with no duplicate and nothing withdrawn, by the
+/// state's name; a succeeded step's is the one without a reference (a pure step has no receipt).
+/// What a flush needs to say a status step's sentence without reading its receipt
+/// (docs/DESIGN.md §10).
+pub fn sentences_by_state(words: &StepWords) -> serde_json::Value {
+    let by_state: serde_json::Map<String, serde_json::Value> = StepState::ALL
+        .iter()
+        .map(|state| {
+            let name = serde_json::to_value(state)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            let said = status_sentence(words, *state, None, DuplicateStatus::None);
+            (name, serde_json::Value::String(said))
+        })
+        .collect();
+    serde_json::Value::Object(by_state)
+}
+
 fn capitalized(text: &str) -> String {
     let mut chars = text.chars();
     match chars.next() {
@@ -171,6 +190,22 @@ mod tests {
         duplicate: DuplicateStatus,
     ) -> String {
         status_sentence(&delivery(), state, reference, duplicate)
+    }
+
+    #[test]
+    fn every_state_has_its_sentence_by_the_name_the_database_gives_it() {
+        let by_state = sentences_by_state(&delivery());
+        let by_state = by_state.as_object().unwrap();
+        assert_eq!(by_state.len(), StepState::ALL.len());
+        assert_eq!(
+            by_state["invoking"],
+            delivery_sentence(StepState::Invoking, None, DuplicateStatus::None)
+        );
+        assert_eq!(
+            by_state["outcome_unknown"],
+            "Delivery may have completed; checking its status"
+        );
+        assert_eq!(by_state["succeeded"], "Delivery verified");
     }
 
     #[test]

@@ -262,9 +262,10 @@ impl Consumer for NotificationCandidates {
         self.handle_batch(tx, std::slice::from_ref(event))
     }
 
-    /// For each workflow, the batch's newest change to a state worth telling: the workflow is
-    /// re-projected, and if it is still in that state a candidate is recorded at the change's
-    /// revision with the sentence of now, unless the workflow has a candidate at that revision
+    /// For each workflow, the batch's newest change to a state worth telling: the workflow's
+    /// status of now is read (its status row where that is current, else projected from durable
+    /// state), and if it is still in that state a candidate is recorded at the change's revision
+    /// with the sentence of now, unless the workflow has a candidate at that revision
     /// or a later one. A repeated change, or one arriving after a newer change (or after the
     /// workflow moved on), therefore records nothing, with no applied revisions to keep.
     fn handle_batch<'a>(
@@ -293,7 +294,17 @@ impl Consumer for NotificationCandidates {
                 return Ok(());
             }
             let ids: Vec<Uuid> = told.keys().copied().collect();
-            let projected = crate::read::status::project_many(tx, &ids).await?;
+            // What the status rows say where they are current (the flush that announced the
+            // change kept them so); the others are projected from durable state.
+            let mut projected = crate::read::status::current(tx, &ids).await?;
+            let behind: Vec<Uuid> = ids
+                .iter()
+                .filter(|id| !projected.iter().any(|p| p.workflow == **id))
+                .copied()
+                .collect();
+            if !behind.is_empty() {
+                projected.extend(crate::read::status::project_many(tx, &behind).await?);
+            }
             let (mut ws, mut rs, mut states, mut sentences) =
                 (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for p in projected {

@@ -138,6 +138,28 @@ pub async fn project_many(conn: &mut PgConnection, ids: &[Uuid]) -> sqlx::Result
     Ok(projected)
 }
 
+/// What the status rows of `workflows` say where they reflect their workflow's current
+/// revision (a flush or the status consumer made them so): no need to project those again.
+pub async fn current(conn: &mut PgConnection, workflows: &[Uuid]) -> sqlx::Result<Vec<Projected>> {
+    let rows = sqlx::query!(
+        r#"select p.workflow_id, p.state as "state: WorkflowState", p.revision, p.sentence
+           from status_projection p join workflow w on w.id = p.workflow_id
+           where p.workflow_id = any($1) and p.revision = w.revision"#,
+        workflows
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| Projected {
+            workflow: r.workflow_id,
+            state: r.state,
+            revision: r.revision,
+            sentence: r.sentence,
+        })
+        .collect())
+}
+
 /// One step as the projection reads it, with what its sentence depends on.
 struct StepRow {
     workflow_id: Uuid,

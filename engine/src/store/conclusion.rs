@@ -13,14 +13,18 @@ use crate::domain::{AttemptOutcome, ReceiptMethod, StepState};
 /// Locks the rows of `workflows` in id order, the one order every batch takes them in, so two
 /// flushes never wait for each other in a circle. A statement of its own: the ones after it
 /// start their snapshots once the locks are granted, and see whatever settled before.
-pub async fn lock_workflows(conn: &mut PgConnection, workflows: &[Uuid]) -> sqlx::Result<()> {
-    sqlx::query!(
-        r#"select id from workflow where id = any($1) order by id for update"#,
+/// Returns each workflow's revision as it stands before the caller's changes.
+pub async fn lock_workflows(
+    conn: &mut PgConnection,
+    workflows: &[Uuid],
+) -> sqlx::Result<Vec<(Uuid, i64)>> {
+    let rows = sqlx::query!(
+        r#"select id, revision from workflow where id = any($1) order by id for update"#,
         workflows
     )
     .fetch_all(conn)
     .await?;
-    Ok(())
+    Ok(rows.into_iter().map(|r| (r.id, r.revision)).collect())
 }
 
 /// One result to settle.

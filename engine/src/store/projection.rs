@@ -3,6 +3,7 @@
 //! consumer's write runs in the transaction that moves its cursor past the event, so the two
 //! commit together.
 
+use serde_json::Value;
 use sqlx::{Executor, PgConnection, Postgres};
 use uuid::Uuid;
 
@@ -158,6 +159,79 @@ pub async fn upsert_statuses(
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// What a flush knows of one workflow's status projection (docs/DESIGN.md §10).
+#[derive(Debug, Clone)]
+pub struct KeptStatus {
+    pub workflow: Uuid,
+    /// The workflow's revision before the flush: the projection is kept only if it reflects it.
+    pub before: i64,
+    /// The definition's status step, and its sentence in each state (`words::sentences_by_state`).
+    pub status_step: String,
+    pub sentences: Value,
+    /// The status step this flush settled with a receipt, and its sentence quoting the reference.
+    pub settled: Option<(Uuid, String)>,
+}
+
+/// Keeps the status projection of the workflows a flush changed current, in the flush's own
+/// transaction, where it reflects the revision before the flush: at the workflow's revision and
+/// state now, with the sentence of its status step's latest row. A state's sentence is the
+/// definition's (`sentences`); a step succeeded with a receipt says its reference, known to the
+/// flush that settled it, or to the projection already (a succeeded step never changes, and a
+/// projection made at or after the revision of its success said it). A status step with a
+/// duplicate-effect incident or a withdrawal, a projection behind its workflow, or a workflow with
+/// no status step row are left to the status consumer, which projects from durable state.
+pub async fn keep_statuses(conn: &mut PgConnection, kept: &[KeptStatus]) -> sqlx::Result<u64> {
+    let workflows: Vec<Uuid> = kept.iter().map(|k| k.workflow).collect();
+    let before: Vec<i64> = kept.iter().map(|k| k.before).collect();
+    let steps: Vec<String> = kept.iter().map(|k| k.status_step.clone()).collect();
+    let sentences: Vec<Value> = kept.iter().map(|k| k.sentences.clone()).collect();
+    let settled: Vec<Option<Uuid>> = kept
+        .iter()
+        .map(|k| k.settled.as_ref().map(|s| s.0))
+        .collect();
+    let said: Vec<Option<String>> = kept
+        .iter()
+        .map(|k| k.settled.as_ref().map(|s| s.1.clone()))
+        .collect();
+    let done = sqlx::query!(
+        r#"with k as (
+               select * from unnest($1::uuid[], $2::bigint[], $3::text[], $4::jsonb[], $5::uuid[], $6::text[])
+                   as k(workflow_id, before, status_step, sentences, settled_step, settled_sentence)
+           ), said as (
+               select k.workflow_id, k.before,
+                      (t.state = 'succeeded' and t.receipt_id is not null
+                       and t.id is distinct from k.settled_step) as unchanged,
+                      case when t.state = 'succeeded' and t.receipt_id is not null
+                           then case when t.id = k.settled_step then k.settled_sentence end
+                           else k.sentences ->> t.state::text end as sentence
+               from k cross join lateral (
+                   -- The latest row of the status step speaks for it, as in the projection.
+                   select s.id, s.state, s.receipt_id from step s
+                   where s.workflow_id = k.workflow_id and s.logical = k.status_step
+                   order by s.created_at desc, s.generation desc, s.id desc limit 1
+               ) t
+               where not exists (select 1 from integrity_incident i
+                                 where i.step_id = t.id and i.kind = 'duplicate_effect')
+                 and not exists (select 1 from compensation_link c where c.original_step_id = t.id)
+           )
+           update status_projection p
+           set revision = w.revision, state = w.state, updated_at = now(),
+               sentence = case when x.unchanged then p.sentence else x.sentence end
+           from said x join workflow w on w.id = x.workflow_id
+           where p.workflow_id = x.workflow_id and p.revision = x.before
+             and (x.unchanged or x.sentence is not null)"#,
+        &workflows,
+        &before,
+        &steps,
+        &sentences,
+        &settled as &[Option<Uuid>],
+        &said as &[Option<String>],
+    )
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
 }
 
 /// The revision each of `workflows`' status rows reflects (absent: never projected), locked

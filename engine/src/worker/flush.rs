@@ -8,7 +8,7 @@
 //! goes through the one-step path of its own, so one bad row never takes the others down, and
 //! no observation of a call is lost.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -18,9 +18,12 @@ use uuid::Uuid;
 use super::work::{Conclusion, Finished};
 use super::{StepReport, Worker, WorkerError, settled_state};
 use crate::adapter::Adapter;
+use crate::definition::{Catalog, CatalogError};
+use crate::domain::words::{DuplicateStatus, StepWords, sentences_by_state, status_sentence};
 use crate::domain::{EventKind, ReceiptMethod, RequestKey, StepState, TransportObservation, event};
 use crate::store::batch;
 use crate::store::conclusion::{self, Announcing, NewBatchReceipt, Settling};
+use crate::store::projection::{self, KeptStatus};
 use crate::store::step::Settle;
 
 /// How long the concluder waits for more results before it settles what it has, when no
@@ -72,6 +75,10 @@ struct Prepared {
     settling: Settling,
     workflow: Uuid,
     event: (EventKind, Value),
+    /// The step's logical name and its definition's name and version: what keeping the status
+    /// projection needs.
+    logical: String,
+    definition: (String, i32),
 }
 
 impl Worker {
@@ -104,7 +111,7 @@ impl Worker {
         let mut tx = self.pool.begin().await?;
         let owners: BTreeSet<Uuid> = prepared.iter().map(|p| p.workflow).collect();
         let owners: Vec<Uuid> = owners.into_iter().collect();
-        conclusion::lock_workflows(&mut tx, &owners).await?;
+        let revisions = conclusion::lock_workflows(&mut tx, &owners).await?;
         let settlings: Vec<Settling> = prepared.iter().map(|p| p.settling.clone()).collect();
         let settled = conclusion::settle(&mut tx, self.name(), &settlings).await?;
         let settled_steps: BTreeSet<Uuid> = settled.iter().map(|(s, _)| *s).collect();
@@ -137,6 +144,10 @@ impl Worker {
                 .collect();
             let spare: Vec<Uuid> = touched.iter().map(|_| Uuid::now_v7()).collect();
             conclusion::announce(&mut tx, &events, &touched, &spare).await?;
+            let kept = status_kept(&mut tx, prepared, &settled_steps, &revisions).await?;
+            if !kept.is_empty() {
+                projection::keep_statuses(&mut tx, &kept).await?;
+            }
         }
         if !done_leases.is_empty() {
             batch::drop_leases(&mut tx, self.name(), done_leases).await?;
@@ -180,6 +191,8 @@ impl Worker {
             settling,
             workflow: step.workflow_id,
             event,
+            logical: step.logical.clone(),
+            definition: (step.definition_name.clone(), step.definition_version),
         }
     }
 
@@ -249,6 +262,82 @@ impl Worker {
         });
         (settling, (EventKind::StepAttemptEnded, event))
     }
+}
+
+/// A definition's status step, its words, and its sentence in each state.
+struct StatusWords {
+    step: String,
+    words: StepWords,
+    sentences: Value,
+}
+
+/// What the flush knows of each workflow it settled steps of, for keeping its status projection
+/// in the same transaction (docs/DESIGN.md §10): the revision before, the status step's
+/// sentences, and the sentence of a status step it settled with a receipt. A workflow whose
+/// definition cannot be had here is left to the status consumer.
+async fn status_kept(
+    conn: &mut sqlx::PgConnection,
+    prepared: &[Prepared],
+    settled: &BTreeSet<Uuid>,
+    revisions: &[(Uuid, i64)],
+) -> Result<Vec<KeptStatus>, WorkerError> {
+    // Each definition's, worked out once a flush (none: the definition cannot be had here).
+    let mut said: HashMap<&(String, i32), Option<StatusWords>> = HashMap::new();
+    let mut kept = Vec::new();
+    for (workflow, before) in revisions {
+        let mine: Vec<&Prepared> = prepared
+            .iter()
+            .filter(|p| p.workflow == *workflow && settled.contains(&p.settling.step))
+            .collect();
+        let Some(first) = mine.first() else { continue };
+        if !said.contains_key(&first.definition) {
+            let (name, version) = &first.definition;
+            let words = match Catalog::get(&mut *conn, name, *version).await {
+                Ok(definition) => {
+                    let step = definition.status_step().to_owned();
+                    let words = definition.words(&step);
+                    let sentences = sentences_by_state(&words);
+                    Some(StatusWords {
+                        step,
+                        words,
+                        sentences,
+                    })
+                }
+                Err(CatalogError::Sqlx(e)) => return Err(e.into()),
+                Err(_) => None,
+            };
+            said.insert(&first.definition, words);
+        }
+        let Some(StatusWords {
+            step: status_step,
+            words,
+            sentences,
+        }) = &said[&first.definition]
+        else {
+            continue;
+        };
+        let settled = mine
+            .iter()
+            .filter(|p| &p.logical == status_step)
+            .find_map(|p| {
+                let reference = p.settling.receipt.as_ref()?.external_reference.as_str();
+                let sentence = status_sentence(
+                    words,
+                    StepState::Succeeded,
+                    Some(reference),
+                    DuplicateStatus::None,
+                );
+                Some((p.settling.step, sentence))
+            });
+        kept.push(KeptStatus {
+            workflow: *workflow,
+            before: *before,
+            status_step: status_step.clone(),
+            sentences: sentences.clone(),
+            settled,
+        });
+    }
+    Ok(kept)
 }
 
 /// The receipt's bounded summary of an accepted answer: a rule reading a whole body is cut

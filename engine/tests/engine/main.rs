@@ -19,5 +19,6 @@ mod pipeline;
 mod replace;
 mod roles;
 mod schemas;
+mod status;
 mod support;
 mod worker;

@@ -197,14 +197,18 @@ async fn a_repeated_event_changes_no_consumer(pool: PgPool) {
 async fn a_revision_gap_is_repaired_from_durable_state_and_a_late_event_is_ignored(pool: PgPool) {
     let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
     let w = h.start("gap").await;
-    // The projection takes the first event while the workflow has only just started...
-    let first = events(&h.pool, w).await.remove(0);
-    project(&h.pool, &first).await;
+    // The projection has lost the workflow's row (dropped before a rebuild, say): admission
+    // made one, and no flush keeps a row that is not there...
+    sqlx::query("delete from status_projection where workflow_id = $1")
+        .bind(w)
+        .execute(&h.pool)
+        .await
+        .unwrap();
     h.drive_until(w, "notify", "succeeded").await;
     let all = events(&h.pool, w).await;
     assert!(all.len() >= 4, "{all:?}");
 
-    // ...then the last one: everything between is missing.
+    // ...then the consumer takes the last event: everything before it is missing.
     project(&h.pool, all.last().unwrap()).await;
     let (revision, sentence): (i64, String) =
         sqlx::query_as("select revision, sentence from status_projection where workflow_id = $1")
