@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::support::Harness;
+use crate::support::{Harness, events};
 use destinations::{Fault, FaultPlan, FaultRule, Kind, Match, Operation};
 use engine::adapter::BoxFuture;
 use engine::domain::EventKind;
@@ -37,38 +37,6 @@ async fn project(pool: &PgPool, event: &Event) {
     let mut tx = pool.begin().await.unwrap();
     StatusProjection.handle(&mut tx, event).await.unwrap();
     tx.commit().await.unwrap();
-}
-
-async fn events(pool: &PgPool, workflow: Uuid) -> Vec<Event> {
-    type Row = (
-        i64,
-        i64,
-        Uuid,
-        Option<Uuid>,
-        Option<i64>,
-        String,
-        serde_json::Value,
-    );
-    sqlx::query_as::<_, Row>(
-        "select txid, id, event_id, workflow_id, revision, kind, payload from outbox
-         where workflow_id = $1 order by txid, id",
-    )
-    .bind(workflow)
-    .fetch_all(pool)
-    .await
-    .unwrap()
-    .into_iter()
-    .map(
-        |(txid, id, event_id, workflow_id, revision, kind, payload)| Event {
-            position: Position { txid, id },
-            event_id,
-            workflow_id,
-            revision,
-            kind,
-            payload,
-        },
-    )
-    .collect()
 }
 
 /// Everything the consumers wrote, as text, for before/after comparisons.

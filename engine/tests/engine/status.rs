@@ -5,12 +5,14 @@
 use destinations::Kind;
 use engine::definition::Catalog;
 use engine::domain::words::sentences_by_state;
+use engine::outbox::consumer::Consumer;
+use engine::outbox::projections::NotificationCandidates;
 use engine::outbox::publisher::Publisher;
 use engine::store::projection::{KeptStatus, keep_statuses};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::support::Harness;
+use crate::support::{Harness, events};
 
 /// The status row of `workflow`: revision, state and sentence.
 async fn kept(pool: &PgPool, workflow: Uuid) -> (i64, String, String) {
@@ -185,5 +187,58 @@ async fn a_status_step_with_a_duplicate_effect_incident_is_left_to_the_status_co
         before.2,
         truth(&h.pool, w).await.2,
         "the incident changes the sentence"
+    );
+}
+
+/// `workflow`'s notification candidates: (state, sentence).
+async fn told(pool: &PgPool, workflow: Uuid) -> Vec<(String, String)> {
+    sqlx::query_as(
+        "select state::text, sentence from notification_candidate where workflow_id = $1",
+    )
+    .bind(workflow)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_notification_consumer_says_what_a_current_status_row_says_and_projects_a_stale_one(
+    pool: PgPool,
+) {
+    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
+    let (current, stale) = (h.start("current").await, h.start("stale").await);
+    h.drive_until(current, "notify", "succeeded").await;
+    h.drive_until(stale, "notify", "succeeded").await;
+    // Marked rows: the one still current must be read as it is, the one behind must not be.
+    sqlx::query("update status_projection set sentence = 'as the row says' where workflow_id = $1")
+        .bind(current)
+        .execute(&h.pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "update status_projection set sentence = 'behind', revision = revision - 1
+         where workflow_id = $1",
+    )
+    .bind(stale)
+    .execute(&h.pool)
+    .await
+    .unwrap();
+
+    let mut batch = events(&h.pool, current).await;
+    batch.extend(events(&h.pool, stale).await);
+    let mut tx = h.pool.begin().await.unwrap();
+    NotificationCandidates
+        .handle_batch(&mut tx, &batch)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    assert_eq!(
+        told(&h.pool, current).await,
+        [("completed".to_owned(), "as the row says".to_owned())]
+    );
+    assert_eq!(
+        told(&h.pool, stale).await,
+        [("completed".to_owned(), truth(&h.pool, stale).await.2)]
     );
 }

@@ -8,7 +8,9 @@ use destinations::{
 };
 use engine::adapter::registry::Adapters;
 use engine::intake::{NewWorkflow, Started, start_workflow};
+use engine::outbox::consumer::Event;
 use engine::store::journal::Actor;
+use engine::store::outbox::Position;
 use engine::worker::{StepReport, Worker, WorkerConfig};
 use serde_json::json;
 use sqlx::PgPool;
@@ -242,4 +244,37 @@ pub fn declared(
 ) -> engine::domain::SideEffectContract {
     let kind = engine::domain::ContractKind::parse(kind).expect("a destination kind");
     engine::adapter::contracts::declared(kind, deadline_ms, window_ms, review_unknown)
+}
+
+/// `workflow`'s outbox events, in position order, as the publisher hands them on.
+pub async fn events(pool: &PgPool, workflow: Uuid) -> Vec<Event> {
+    type Row = (
+        i64,
+        i64,
+        Uuid,
+        Option<Uuid>,
+        Option<i64>,
+        String,
+        serde_json::Value,
+    );
+    sqlx::query_as::<_, Row>(
+        "select txid, id, event_id, workflow_id, revision, kind, payload from outbox
+         where workflow_id = $1 order by txid, id",
+    )
+    .bind(workflow)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .map(
+        |(txid, id, event_id, workflow_id, revision, kind, payload)| Event {
+            position: Position { txid, id },
+            event_id,
+            workflow_id,
+            revision,
+            kind,
+            payload,
+        },
+    )
+    .collect()
 }
