@@ -2,7 +2,7 @@
 //! projection `/metrics` exposes, and notification candidates. Each can be dropped and
 //! rebuilt from durable state ([`rebuild`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
@@ -297,9 +297,10 @@ impl Consumer for NotificationCandidates {
             // What the status rows say where they are current (the flush that announced the
             // change kept them so); the others are projected from durable state.
             let mut projected = crate::read::status::current(tx, &ids).await?;
+            let current: BTreeSet<Uuid> = projected.iter().map(|p| p.workflow).collect();
             let behind: Vec<Uuid> = ids
                 .iter()
-                .filter(|id| !projected.iter().any(|p| p.workflow == **id))
+                .filter(|id| !current.contains(id))
                 .copied()
                 .collect();
             if !behind.is_empty() {
