@@ -55,6 +55,10 @@ pub struct Config {
     pub honours_idempotency: bool,
     /// Payments only: how long a key's first answer is kept; past it the key is forgotten.
     pub idempotency_retention: Duration,
+    /// Payments only: whether `GET /v1/charges/search` exists (some providers have none).
+    pub payments_search: bool,
+    /// Payments only: whether `GET /v1/charges` lists oldest first (Stripe lists newest first).
+    pub list_oldest_first: bool,
     /// Webhook only: the HMAC-SHA256 key of `X-Signature`; `None` refuses every delivery.
     pub signing_secret: Option<Secret>,
 }
@@ -73,6 +77,8 @@ impl Config {
             api_key: None,
             honours_idempotency: true,
             idempotency_retention: DEFAULT_IDEMPOTENCY_RETENTION,
+            payments_search: true,
+            list_oldest_first: false,
             signing_secret: None,
         }
     }
@@ -85,6 +91,19 @@ impl Config {
             name: Service::Payments.as_str().to_owned(),
             api: Api::Payments,
             ..Config::new(Kind::Idempotent)
+        }
+    }
+
+    /// A payments destination that promises less, as some real providers do: it ignores
+    /// `Idempotency-Key` (every request makes a charge), has no search, and lists charges oldest
+    /// first. An honest adapter for it has no idempotency key and looks charges up by walking
+    /// the customer's list (`adapters/payments-basic.yaml`).
+    pub fn basic_payments() -> Self {
+        Config {
+            honours_idempotency: false,
+            payments_search: false,
+            list_oldest_first: true,
+            ..Config::payments()
         }
     }
 

@@ -18,8 +18,8 @@ use crate::error::ApiError;
 use crate::faults::{FaultPlan, FaultReport, Operation, Request};
 use crate::ledger::{Effect, Ledger};
 use crate::protocol::{
-    Accepted, DeliveryRequest, Description, IDEMPOTENCY_KEY_HEADER, LookupAnswer, Supports,
-    WITHDRAWAL_LIMITS, Withdrawn, is_digest, reference_problem,
+    Accepted, DeliveryRequest, Description, IDEMPOTENCY_KEY_HEADER, LookupAnswer, SandboxAnswer,
+    Supports, WITHDRAWAL_LIMITS, Withdrawn, is_digest, reference_problem,
 };
 use crate::script::Faults;
 use crate::state::AppState;
@@ -106,6 +106,16 @@ async fn deliver(
     let key = idempotency_key(&headers)?;
     if app.config.kind.accepts_idempotency_key() && key.is_none() {
         return Err(ApiError::MissingIdempotencyKey);
+    }
+    match request.sandbox_answer() {
+        Some(SandboxAnswer::Rejected(code)) => {
+            return Err(ApiError::Rejected {
+                code,
+                retryable: false,
+            });
+        }
+        Some(SandboxAnswer::Unavailable) => return Err(ApiError::Refused),
+        None => {}
     }
     let work = async {
         match delivery::create(&app.pool, &app.config, &request, key).await? {

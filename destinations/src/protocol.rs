@@ -82,7 +82,35 @@ pub struct DeliveryRequest {
     pub summary: String,
 }
 
+/// The domain of the test-mode recipients (`PROTOCOL.md`, "Sandbox values").
+pub const SANDBOX_DOMAIN: &str = "@sandbox.invalid";
+
+/// What a test-mode recipient asks the destination to answer, as a test card asks a payments
+/// sandbox: a refusal before anything is committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SandboxAnswer {
+    /// `rejected+CODE@sandbox.invalid`: a domain rejection with CODE (`422`).
+    Rejected(String),
+    /// `unavailable@sandbox.invalid`: the destination is unavailable (`503`).
+    Unavailable,
+}
+
 impl DeliveryRequest {
+    /// The refusal a test-mode recipient asks for, if it is one.
+    pub fn sandbox_answer(&self) -> Option<SandboxAnswer> {
+        let local = self.recipient.strip_suffix(SANDBOX_DOMAIN)?;
+        if local == "unavailable" {
+            return Some(SandboxAnswer::Unavailable);
+        }
+        let code = local.strip_prefix("rejected+")?;
+        let valid = !code.is_empty()
+            && code.len() <= 64
+            && code
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        valid.then(|| SandboxAnswer::Rejected(code.to_owned()))
+    }
+
     /// Why the request cannot be accepted as it stands, if it cannot.
     pub fn problem(&self) -> Option<String> {
         if let Some(problem) = reference_problem("client_reference", &self.client_reference) {

@@ -24,6 +24,11 @@ use crate::state::AppState;
 /// The header that carries the body's signature.
 pub const SIGNATURE_HEADER: &str = "x-signature";
 
+/// A channel `sandbox-reject-CODE` is refused `422 {"error": CODE}`, nothing recorded.
+pub const SANDBOX_REJECT: &str = "sandbox-reject-";
+/// The channel `sandbox-unavailable` is refused `503`, nothing recorded.
+pub const SANDBOX_UNAVAILABLE: &str = "sandbox-unavailable";
+
 /// The longest channel name accepted.
 pub const MAX_CHANNEL_LEN: usize = 100;
 
@@ -119,6 +124,16 @@ async fn receive(
         return refusal(
             StatusCode::BAD_REQUEST,
             "the channel must be 1 to 100 characters",
+        );
+    }
+    // Test-mode channels (PAYMENTS.md, "Sandbox values"): refused before anything is recorded.
+    if let Some(code) = channel.strip_prefix(SANDBOX_REJECT) {
+        return refusal(StatusCode::UNPROCESSABLE_ENTITY, code);
+    }
+    if channel == SANDBOX_UNAVAILABLE {
+        return refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable; nothing was recorded",
         );
     }
     let subject = event.get("subject").and_then(serde_json::Value::as_str);

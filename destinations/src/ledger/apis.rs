@@ -31,9 +31,11 @@ pub struct LedgerCharge {
     pub refunded: bool,
 }
 
-/// One declined charge attempt: answered 402, no money moved.
+/// One declined charge attempt: answered 402, no money moved; kept as a failed charge.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LedgerDecline {
+    /// The failed charge's id (`ch_…`).
+    pub charge: String,
     /// As asked.
     pub amount: i64,
     /// As asked.
@@ -93,7 +95,7 @@ pub(super) async fn charges(pool: &PgPool, destination: &str) -> sqlx::Result<Ve
                   exists (select from destination.refund r where r.charge_number = c.number)
                       as "refunded!"
            from destination.charge c
-           where c.destination = $1
+           where c.destination = $1 and c.status = 'succeeded'
            order by c.number"#,
         destination,
     )
@@ -117,12 +119,12 @@ pub(super) async fn charges(pool: &PgPool, destination: &str) -> sqlx::Result<Ve
 
 pub(super) async fn declines(pool: &PgPool, destination: &str) -> sqlx::Result<Vec<LedgerDecline>> {
     let rows = sqlx::query!(
-        r#"select amount, currency, customer,
+        r#"select id, amount, currency, customer,
                   metadata as "metadata: Json<BTreeMap<String, String>>",
-                  idempotency_key, decline_code,
-                  declined_at as "declined_at: DateTime<Utc>"
-           from destination.charge_decline
-           where destination = $1
+                  idempotency_key, failure_code as "decline_code!",
+                  created_at as "declined_at: DateTime<Utc>"
+           from destination.charge
+           where destination = $1 and status = 'failed'
            order by number"#,
         destination,
     )
@@ -131,6 +133,7 @@ pub(super) async fn declines(pool: &PgPool, destination: &str) -> sqlx::Result<V
     Ok(rows
         .into_iter()
         .map(|row| LedgerDecline {
+            charge: row.id,
             amount: row.amount,
             currency: row.currency,
             customer: row.customer,

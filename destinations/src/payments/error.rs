@@ -25,13 +25,19 @@ pub(crate) enum PaymentError {
     #[error("Received unknown parameter: {0}")]
     Unknown(String),
     #[error("Your card was declined.")]
-    Declined { decline_code: &'static str },
+    Declined {
+        decline_code: &'static str,
+        /// The failed charge the decline left behind.
+        charge: String,
+    },
     #[error("{KEY_IN_USE_MESSAGE}")]
     KeyInUse,
     #[error("No such charge: '{id}'")]
     NoSuchCharge { id: String, param: &'static str },
     #[error("Charge {0} has already been refunded.")]
     AlreadyRefunded(String),
+    #[error("Charge {0} failed, so there is nothing to refund.")]
+    NotRefundable(String),
     #[error("Too many requests hit the API too quickly; nothing was done.")]
     RateLimited,
     /// A scripted rejection: of a charge as a decline, of anything else as a refusal.
@@ -58,6 +64,7 @@ impl PaymentError {
             | PaymentError::Unknown(_)
             | PaymentError::KeyInUse
             | PaymentError::AlreadyRefunded(_)
+            | PaymentError::NotRefundable(_)
             | PaymentError::Rejected { card: false, .. } => StatusCode::BAD_REQUEST,
             PaymentError::Declined { .. } | PaymentError::Rejected { card: true, .. } => {
                 StatusCode::PAYMENT_REQUIRED
@@ -78,6 +85,7 @@ impl PaymentError {
             code: code.map(str::to_owned),
             decline_code: None,
             param: None,
+            charge: None,
             message: self.to_string(),
         };
         let invalid = |code| detail("invalid_request_error", Some(code));
@@ -96,8 +104,12 @@ impl PaymentError {
                 param: Some(param.clone()),
                 ..invalid("parameter_unknown")
             },
-            PaymentError::Declined { decline_code } => ErrorDetail {
+            PaymentError::Declined {
+                decline_code,
+                charge,
+            } => ErrorDetail {
                 decline_code: Some((*decline_code).to_owned()),
+                charge: Some(charge.clone()),
                 ..detail("card_error", Some("card_declined"))
             },
             PaymentError::Rejected { code, card: true } => ErrorDetail {
@@ -111,6 +123,7 @@ impl PaymentError {
                 ..invalid("resource_missing")
             },
             PaymentError::AlreadyRefunded(_) => invalid("charge_already_refunded"),
+            PaymentError::NotRefundable(_) => invalid("charge_not_refundable"),
             PaymentError::RateLimited => detail("rate_limit_error", Some("rate_limit")),
             PaymentError::NoSuchEndpoint => invalid("resource_missing"),
             PaymentError::LookupUnavailable

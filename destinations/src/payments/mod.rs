@@ -25,7 +25,7 @@ use self::error::PaymentError;
 use self::params::{ChargeParams, Params, RefundParams};
 use self::store::{NewCharge, SavedAnswer};
 pub use self::wire::{
-    Charge, DECLINED_CUSTOMER, ErrorBody, ErrorDetail, IDEMPOTENCY_KEY_HEADER,
+    Charge, ChargeList, DECLINED_CUSTOMER, ErrorBody, ErrorDetail, IDEMPOTENCY_KEY_HEADER,
     IDEMPOTENT_REPLAYED_HEADER, INSUFFICIENT_FUNDS_CUSTOMER, KEY_IN_USE_MESSAGE,
     MAX_IDEMPOTENCY_KEY_LEN, Refund, SearchResult,
 };
@@ -40,9 +40,13 @@ const SEARCH_LIMIT: usize = 100;
 
 /// The payments API's endpoints, behind its API key.
 pub(crate) fn routes(state: &AppState) -> Router<AppState> {
-    Router::new()
-        .route("/v1/charges", post(create_charge))
-        .route("/v1/charges/search", get(search))
+    let charges = Router::new().route("/v1/charges", post(create_charge).get(list));
+    let charges = if state.config.payments_search {
+        charges.route("/v1/charges/search", get(search))
+    } else {
+        charges
+    };
+    charges
         .route("/v1/charges/{id}", get(retrieve))
         .route("/v1/refunds", post(create_refund))
         .route_layer(middleware::from_fn_with_state(
@@ -128,6 +132,47 @@ async fn retrieve(State(app): State<AppState>, Path(id): Path<String>) -> Respon
         }
     };
     let request = Request::by_subject(Operation::Lookup, None, None, Some(&id));
+    disrupted(&app.faults, request, &PaymentWords, work).await
+}
+
+/// `GET /v1/charges`: a page of the charges (of one `customer`), newest first as Stripe lists
+/// them, or oldest first where the destination is configured so; `starting_after` a charge id
+/// names where the page begins. No lag: the list reads the table.
+async fn list(State(app): State<AppState>, RawQuery(query): RawQuery) -> Response {
+    let params = Params::decode(query.unwrap_or_default().as_bytes());
+    let page = match params::list_query(&params) {
+        Ok(page) => page,
+        Err(error) => return error.into_response(),
+    };
+    let work = async {
+        let config = &app.config;
+        let mut conn = app.pool.acquire().await?;
+        let found = store::list(
+            &mut conn,
+            &config.name,
+            page.customer.as_deref(),
+            page.starting_after.as_deref(),
+            config.list_oldest_first,
+            page.limit + 1,
+        )
+        .await?;
+        let has_more = found.len() > usize::try_from(page.limit).unwrap_or(usize::MAX);
+        let data = found
+            .into_iter()
+            .take(usize::try_from(page.limit).unwrap_or(usize::MAX))
+            .map(Charge::from)
+            .collect();
+        Ok::<_, PaymentError>(Answer::json(
+            StatusCode::OK,
+            &ChargeList {
+                object: "list".to_owned(),
+                data,
+                has_more,
+                url: "/v1/charges".to_owned(),
+            },
+        ))
+    };
+    let request = Request::by_subject(Operation::Lookup, None, None, None);
     disrupted(&app.faults, request, &PaymentWords, work).await
 }
 
@@ -301,8 +346,17 @@ async fn charge(
         _ => None,
     };
     if let Some(decline_code) = decline_code {
-        store::insert_decline(conn, &new, decline_code).await?;
-        return Ok((PaymentError::Declined { decline_code }.answer(), None));
+        // Kept as a failed charge under the request's metadata, as Stripe keeps a decline.
+        let charge = crate::random::id("ch_");
+        store::insert_failed_charge(conn, &charge, &new, decline_code).await?;
+        return Ok((
+            PaymentError::Declined {
+                decline_code,
+                charge,
+            }
+            .answer(),
+            None,
+        ));
     }
     let charge = Charge::from(store::insert_charge(conn, &crate::random::id("ch_"), &new).await?);
     let effect = Effect::Charged {
@@ -326,6 +380,7 @@ async fn refund(
     let ids = (id.as_str(), params.charge.as_str());
     let Some(row) = store::insert_refund(conn, destination, ids, reason, key, now).await? else {
         let error = match store::charge(conn, destination, &params.charge).await? {
+            Some(charge) if charge.status == "failed" => PaymentError::NotRefundable(params.charge),
             Some(_) => PaymentError::AlreadyRefunded(params.charge),
             None => PaymentError::NoSuchCharge {
                 id: params.charge,

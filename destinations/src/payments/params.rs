@@ -163,6 +163,32 @@ pub(crate) fn search_query(params: &Params) -> Result<(String, String), PaymentE
     Ok((key.to_owned(), value.to_owned()))
 }
 
+/// A page of `GET /v1/charges`: whose charges, where the page begins, how many.
+pub(crate) struct ListQuery {
+    pub customer: Option<String>,
+    pub starting_after: Option<String>,
+    pub limit: i64,
+}
+
+/// `customer`, `starting_after` (a charge id) and `limit` (1 to 100, default 10), as Stripe's
+/// list takes them.
+pub(crate) fn list_query(params: &Params) -> Result<ListQuery, PaymentError> {
+    params.check_names(&["customer", "starting_after", "limit"], false)?;
+    let limit = match params.get("limit") {
+        None => 10,
+        Some(text) => text
+            .parse::<i64>()
+            .ok()
+            .filter(|n| (1..=100).contains(n))
+            .ok_or_else(|| invalid("limit", "must be a whole number from 1 to 100"))?,
+    };
+    Ok(ListQuery {
+        customer: optional(params, "customer", 200, false)?,
+        starting_after: optional(params, "starting_after", 100, false)?,
+        limit,
+    })
+}
+
 fn optional(
     params: &Params,
     name: &'static str,

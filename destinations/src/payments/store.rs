@@ -11,7 +11,7 @@ use sqlx::types::Json;
 
 use super::wire::Charge;
 
-/// A charge as stored.
+/// A charge as stored: `succeeded`, or `failed` (a decline, kept as Stripe keeps it).
 pub(crate) struct ChargeRow {
     pub id: String,
     pub amount: i64,
@@ -21,6 +21,8 @@ pub(crate) struct ChargeRow {
     pub metadata: Json<BTreeMap<String, String>>,
     pub created_at: DateTime<Utc>,
     pub refunded: bool,
+    pub status: String,
+    pub failure_code: Option<String>,
 }
 
 impl From<ChargeRow> for Charge {
@@ -30,7 +32,8 @@ impl From<ChargeRow> for Charge {
             object: "charge".to_owned(),
             amount: row.amount,
             currency: row.currency,
-            status: "succeeded".to_owned(),
+            status: row.status,
+            failure_code: row.failure_code,
             description: row.description,
             customer: row.customer,
             metadata: row.metadata.0,
@@ -140,7 +143,8 @@ pub(crate) async fn insert_charge(
            values ($1, $2, $3, $4, $5, $6, $7, $8, coalesce($9, now()))
            returning id, amount, currency, description, customer,
                      metadata as "metadata: Json<BTreeMap<String, String>>",
-                     created_at as "created_at: DateTime<Utc>", false as "refunded!""#,
+                     created_at as "created_at: DateTime<Utc>", false as "refunded!",
+                     status, failure_code"#,
         new.destination,
         id,
         new.amount,
@@ -155,25 +159,28 @@ pub(crate) async fn insert_charge(
     .await
 }
 
-/// Records a declined attempt.
-pub(crate) async fn insert_decline(
+/// Records a declined attempt as a `failed` charge under the id `id`, as Stripe keeps one.
+pub(crate) async fn insert_failed_charge(
     conn: &mut PgConnection,
+    id: &str,
     new: &NewCharge<'_>,
     decline_code: &str,
 ) -> sqlx::Result<()> {
     sqlx::query!(
-        r#"insert into destination.charge_decline
-               (destination, amount, currency, customer, metadata, idempotency_key,
-                decline_code, declined_at)
-           values ($1, $2, $3, $4, $5, $6, $7, coalesce($8, now()))"#,
+        r#"insert into destination.charge
+               (destination, id, amount, currency, description, customer, metadata,
+                idempotency_key, created_at, status, failure_code)
+           values ($1, $2, $3, $4, $5, $6, $7, $8, coalesce($9, now()), 'failed', $10)"#,
         new.destination,
+        id,
         new.amount,
         new.currency,
+        new.description,
         new.customer,
         Json(new.metadata) as _,
         new.idempotency_key,
-        decline_code,
         new.now as _,
+        decline_code,
     )
     .execute(conn)
     .await
@@ -192,7 +199,8 @@ pub(crate) async fn charge(
                   c.metadata as "metadata: Json<BTreeMap<String, String>>",
                   c.created_at as "created_at: DateTime<Utc>",
                   exists (select from destination.refund r where r.charge_number = c.number)
-                      as "refunded!"
+                      as "refunded!",
+                  c.status, c.failure_code
            from destination.charge c
            where c.destination = $1 and c.id = $2"#,
         destination,
@@ -218,7 +226,8 @@ pub(crate) async fn search(
                   c.metadata as "metadata: Json<BTreeMap<String, String>>",
                   c.created_at as "created_at: DateTime<Utc>",
                   exists (select from destination.refund r where r.charge_number = c.number)
-                      as "refunded!"
+                      as "refunded!",
+                  c.status, c.failure_code
            from destination.charge c
            where c.destination = $1 and c.metadata @> jsonb_build_object($2::text, $3::text)
              and c.created_at + $4::bigint * interval '1 millisecond' <= coalesce($5, now())
@@ -261,7 +270,7 @@ pub(crate) async fn insert_refund(
                    (destination, id, charge_number, amount, reason, idempotency_key, created_at)
                select destination, $2, number, amount, $4, $5, coalesce($6, now())
                from destination.charge
-               where destination = $1 and id = $3
+               where destination = $1 and id = $3 and status = 'succeeded'
                on conflict (charge_number) do nothing
                returning id, amount, reason, created_at
            )
@@ -276,5 +285,41 @@ pub(crate) async fn insert_refund(
         now as _,
     )
     .fetch_optional(conn)
+    .await
+}
+
+/// A page of the charges of `destination` (of `customer`, when given), after the charge
+/// `starting_after` in the list's order: newest first, or oldest first when `oldest_first`.
+/// At most `limit` charges, and one more when there are more (the caller cuts it).
+pub(crate) async fn list(
+    conn: &mut PgConnection,
+    destination: &str,
+    customer: Option<&str>,
+    starting_after: Option<&str>,
+    oldest_first: bool,
+    limit: i64,
+) -> sqlx::Result<Vec<ChargeRow>> {
+    sqlx::query_as!(
+        ChargeRow,
+        r#"select c.id, c.amount, c.currency, c.description, c.customer,
+                  c.metadata as "metadata: Json<BTreeMap<String, String>>",
+                  c.created_at as "created_at: DateTime<Utc>",
+                  exists (select from destination.refund r where r.charge_number = c.number)
+                      as "refunded!",
+                  c.status, c.failure_code
+           from destination.charge c
+           where c.destination = $1 and ($2::text is null or c.customer = $2)
+             and ($3::text is null or (case when $4
+                    then c.number > (select a.number from destination.charge a where a.destination = $1 and a.id = $3)
+                    else c.number < (select a.number from destination.charge a where a.destination = $1 and a.id = $3) end))
+           order by case when $4 then c.number end asc, case when not $4 then c.number end desc
+           limit $5"#,
+        destination,
+        customer,
+        starting_after,
+        oldest_first,
+        limit,
+    )
+    .fetch_all(conn)
     .await
 }

@@ -35,8 +35,11 @@ pub struct Charge {
     pub amount: i64,
     /// Three lowercase letters.
     pub currency: String,
-    /// Always `succeeded`: a declined charge is an error answer, not a charge.
+    /// `succeeded`, or `failed` for a declined attempt (kept as a charge, as Stripe keeps it).
     pub status: String,
+    /// Why a `failed` charge failed (its decline code).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_code: Option<String>,
     /// As given.
     pub description: Option<String>,
     /// As given.
@@ -81,6 +84,19 @@ pub struct SearchResult {
     pub url: String,
 }
 
+/// The answer to `GET /v1/charges`: a page of a list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChargeList {
+    /// Always `list`.
+    pub object: String,
+    /// The page's charges, in the list's order.
+    pub data: Vec<Charge>,
+    /// Whether the list goes on after this page (ask again `starting_after` its last id).
+    pub has_more: bool,
+    /// Always `/v1/charges`.
+    pub url: String,
+}
+
 /// Every answer that is not a success: `{"error": {…}}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
@@ -104,6 +120,9 @@ pub struct ErrorDetail {
     /// The parameter at fault, if one is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub param: Option<String>,
+    /// The failed charge a decline left behind (`card_error` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charge: Option<String>,
     /// For people.
     pub message: String,
 }
