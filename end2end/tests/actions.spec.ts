@@ -18,7 +18,7 @@ async function signIn(page: Page, name = user, secret = password) {
 
 // Opens the `deliver` step of `workflow` from the review queue, once the demo put it there.
 async function openFromQueue(page: Page, workflow: string) {
-  const row = page.getByRole('table', { name: 'Outcome unknown or review required' }).locator('tr', { hasText: workflow });
+  const row = page.getByRole('table', { name: 'Waiting for a person' }).locator('tr', { hasText: workflow });
   await expect(async () => {
     await page.goto('/');
     await expect(row).toBeVisible({ timeout: 1000 });

@@ -44,5 +44,5 @@ test('bulk recovery shows the exact rows, skips what the contract refuses, and a
   }).toPass({ timeout: 20_000 });
   // The opaque letters were not touched.
   await page.goto('/?adapter=opaque-docs');
-  await expect(page.getByRole('table', { name: 'Outcome unknown or review required' }).locator('tr', { hasText: 'demo-letter-2' })).toContainText('Review required');
+  await expect(page.getByRole('table', { name: 'Waiting for a person' }).locator('tr', { hasText: 'demo-letter-2' })).toContainText('Review required');
 });

@@ -15,7 +15,7 @@ async function signIn(page: Page) {
 }
 
 function queue(page: Page) {
-  return page.getByRole('table', { name: 'Outcome unknown or review required' });
+  return page.getByRole('table', { name: 'Waiting for a person' });
 }
 
 // Waits until the demo put `workflow`'s step `logical` in the queue, then opens it.

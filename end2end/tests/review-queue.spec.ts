@@ -22,7 +22,7 @@ test('lists the demo\'s unknown outcomes and its duplicate incident, evidence fi
   await page.getByRole('button', { name: 'Sign in' }).click();
   await expect(page.getByTestId('signed-in')).toBeVisible();
 
-  const queue = page.getByRole('table', { name: 'Outcome unknown or review required' });
+  const queue = page.getByRole('table', { name: 'Waiting for a person' });
   // The workers drive the demo to its outcomes within seconds; reload until they have.
   await expect(async () => {
     await page.reload();

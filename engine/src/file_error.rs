@@ -12,6 +12,9 @@ pub struct FileError {
     pub column: Option<usize>,
     /// What is wrong, as a sentence without the location.
     pub message: String,
+    /// Text the problem is about, where no parser gave a line: [`FileError::placed_in`] finds
+    /// the line that holds it.
+    pub near: Option<String>,
 }
 
 impl FileError {
@@ -21,7 +24,27 @@ impl FileError {
             line,
             column: None,
             message: message.into(),
+            near: None,
         }
+    }
+
+    /// A problem about `near` (a template, a step's name), placed later by
+    /// [`FileError::placed_in`].
+    pub fn about(near: impl Into<String>, message: impl Into<String>) -> Self {
+        FileError {
+            near: Some(near.into()),
+            ..FileError::at(None, message)
+        }
+    }
+
+    /// This problem with its line found in `source`, when it has none yet.
+    pub fn placed_in(mut self, source: &str) -> Self {
+        if self.line.is_none()
+            && let Some(near) = &self.near
+        {
+            self.line = line_of(source, near);
+        }
+        self
     }
 
     /// A YAML parse error, with the location serde gave and the message without it.
@@ -37,15 +60,19 @@ impl FileError {
             line: location.as_ref().map(|l| l.line()),
             column: location.as_ref().map(|l| l.column()),
             message,
+            near: None,
         }
     }
 }
 
 impl fmt::Display for FileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line {
-            Some(line) => write!(f, "line {line}: {}", self.message),
-            None => f.write_str(&self.message),
+        match (self.line, self.column) {
+            (Some(line), Some(column)) => {
+                write!(f, "line {line}, column {column}: {}", self.message)
+            }
+            (Some(line), None) => write!(f, "line {line}: {}", self.message),
+            (None, _) => f.write_str(&self.message),
         }
     }
 }

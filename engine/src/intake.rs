@@ -92,11 +92,11 @@ pub async fn start_workflow(
     let (state, events) = opening(&steps, started);
 
     let mut tx = pool.begin().await?;
-    let known = crate::store::adapter::all(&mut *tx).await?;
+    let known = crate::store::adapter::names(&mut *tx).await?;
     if let Some(missing) = adapters
         .iter()
         .flat_map(|(_, a)| a)
-        .find(|a| !known.iter().any(|k| &&k.name == a))
+        .find(|a| !known.contains(a))
     {
         return Err(StartError::UnknownAdapter(missing.clone()));
     }

@@ -150,6 +150,10 @@ pub(crate) struct DestinationArgs {
     /// How long the status index lags acceptance (queryable kind, payments search).
     #[arg(long, default_value_t = 1_500)]
     pub(crate) visibility_window_ms: u64,
+    /// Payments only: promise less, as some real providers do — ignore `Idempotency-Key`,
+    /// offer no search, list charges oldest first (destinations/PAYMENTS.md).
+    #[arg(long)]
+    pub(crate) basic: bool,
     /// The destination's own database: DATABASE_URL, or a private cluster in --pg-data-dir.
     #[command(flatten)]
     pub(crate) database: DatabaseArgs,
@@ -180,10 +184,6 @@ pub(crate) struct WorkerTuning {
     /// Lease length in seconds (renewed while a call is in flight).
     #[arg(long, env = "Z29C_LEASE_SECS", default_value_t = 30)]
     pub(crate) lease_secs: u64,
-    /// Run every adapter's contract suite (real calls) before starting, refusing false claims.
-    /// `z29c adapter add` always runs it; this re-checks destinations that may have changed.
-    #[arg(long)]
-    pub(crate) verify_adapters: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -282,6 +282,10 @@ pub(crate) struct ApplyArgs {
     /// Check and print what would be added, storing nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Store a definition even when a step names an adapter that is not registered yet (its
+    /// workflows refuse to start until it is): for applying files in any order.
+    #[arg(long)]
+    pub allow_missing_adapters: bool,
     #[command(flatten)]
     pub database: DatabaseArgs,
 }
@@ -344,16 +348,33 @@ pub(crate) enum AdapterCommand {
         #[command(flatten)]
         database: DatabaseArgs,
     },
-    /// Run an applied adapter's contract suite against a sandbox (most APIs have a test mode;
-    /// the suite makes real, labelled probe calls there). When every claim holds, the adapter's
-    /// declared capabilities are used by automatic recovery; until then its unknown outcomes go
-    /// to review.
+    /// Verify an applied adapter against a sandbox (most APIs have a test mode; verification
+    /// makes real, labelled probe calls there): it provokes every claim's failure path — lost
+    /// answers, the file's `verify.provoke` declines and errors — and records each claim as
+    /// verified, unverified or refuted. The version sends once its probe succeeded and nothing
+    /// was refuted; only verified claims count. Exits 1 when the version does not pass.
     Verify {
         /// The adapter's name.
         name: String,
-        /// The base URL to run the suite against, instead of the file's.
+        /// The base URL to verify against, instead of the file's.
         #[arg(long)]
         sandbox: String,
+        /// Every check and what it saw, not only each claim's verdict.
+        #[arg(long)]
+        verbose: bool,
+        /// One JSON object: the version, whether it passed, and every claim with its checks.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Each claim of an adapter's current version: its trust and the evidence.
+    Claims {
+        /// The adapter's name.
+        name: String,
+        /// One JSON object per claim, for programs.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         database: DatabaseArgs,
     },

@@ -28,6 +28,7 @@ impl Cli {
                     args.kind,
                     args.addr,
                     std::time::Duration::from_millis(args.visibility_window_ms),
+                    args.basic,
                     &args.database,
                 )
                 .await
@@ -108,21 +109,25 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let violations = engine::watch::invariants::check(&db.pool).await?;
+    let seen = engine::watch::invariants::seen(&db.pool, &violations).await?;
     let orphans = engine::watch::invariants::orphans(&db.pool).await?;
     db.close().await?;
     for kind in engine::watch::invariants::KINDS {
         let found: Vec<_> = violations.iter().filter(|v| v.kind == kind).collect();
+        let known = found.iter().filter(|v| seen.contains(v)).count();
         println!(
             "{:<45} {}",
             kind,
-            if found.is_empty() {
-                "ok".to_owned()
-            } else {
-                format!("{} violation(s)", found.len())
+            match (found.len(), known) {
+                (0, _) => "ok".to_owned(),
+                (n, 0) => format!("{n} violation(s)"),
+                (n, k) if k == n => format!("{n} violation(s), each recorded in an incident"),
+                (n, k) => format!("{n} violation(s), {k} recorded in an incident"),
             }
         );
         for v in found {
-            println!("    {}  {}", v.subject, v.evidence);
+            let note = if seen.contains(v) { "  (incident)" } else { "" };
+            println!("    {}  {}{note}", v.subject, v.evidence);
         }
     }
     println!(
@@ -137,7 +142,9 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     for o in &orphans {
         println!("    {}  {} row(s), e.g. {}", o.reference, o.rows, o.example);
     }
-    Ok(if violations.is_empty() && orphans.is_empty() {
+    // What an incident already records was detected and is in a person's hands: only what
+    // nobody has seen fails the check, so it can gate a deploy or a restore.
+    Ok(if violations.len() == seen.len() && orphans.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
@@ -280,18 +287,14 @@ async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
                 visibility_window_ms,
                 review_unknown,
             );
-            let report = engine::adapter::contract_suite::verify(
-                &name,
-                &engine::adapter::protocol::protocol_adapter(&url, &contract),
-            )
-            .await;
-            anyhow::ensure!(report.passed(), "{}; not registered", report.summary());
             let db = Database::open(&database).await?;
-            let version = engine::store::adapter::upsert(&db.pool, &name, &url, &contract).await?;
+            let added =
+                engine::adapter::apply::add_protocol(&db.pool, &name, &url, &contract, "cli").await;
             db.close().await?;
+            let (version, report) = added.with_context(|| format!("`{name}` not registered"))?;
             println!(
-                "adapter `{name}` passed its contract suite and is registered at {url} (contract version {version}): {}",
-                contract.capabilities_summary()
+                "adapter `{name}` passed verification and is registered at {url} (version {version}):\n{}",
+                report.summary()
             );
         }
         AdapterCommand::List { json, database } => {
@@ -300,8 +303,15 @@ async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
         AdapterCommand::Verify {
             name,
             sandbox,
+            verbose,
+            json,
             database,
-        } => crate::files::verify_adapter(&name, &sandbox, &database).await?,
+        } => crate::files::verify_adapter(&name, &sandbox, verbose, json, &database).await?,
+        AdapterCommand::Claims {
+            name,
+            json,
+            database,
+        } => crate::files::list_claims(&name, json, &database).await?,
     }
     Ok(())
 }

@@ -42,15 +42,21 @@ enum FileKind {
     Adapter,
 }
 
-fn kind_of(source: &str) -> Option<FileKind> {
-    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(source).ok()?;
-    let map = value.as_mapping()?;
-    if map.contains_key("deliver") {
-        Some(FileKind::Adapter)
-    } else if map.contains_key("steps") {
-        Some(FileKind::Definition)
+/// What kind of file `source` is, or why it is not YAML at all (with the line and column).
+fn kind_of(source: &str) -> Result<FileKind, engine::file_error::FileError> {
+    use engine::file_error::FileError;
+    let value: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(source).map_err(|e| FileError::from_yaml(&e))?;
+    let map = value.as_mapping();
+    if map.is_some_and(|m| m.contains_key("deliver")) {
+        Ok(FileKind::Adapter)
+    } else if map.is_some_and(|m| m.contains_key("steps")) {
+        Ok(FileKind::Definition)
     } else {
-        None
+        Err(FileError::at(
+            None,
+            "neither a definition (it has no `steps`) nor an adapter (it has no `deliver`)",
+        ))
     }
 }
 
@@ -61,22 +67,20 @@ pub(crate) async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     let mut definitions = Vec::new();
     for path in files(&args.files)? {
         let source = read(&path)?;
-        let kind = kind_of(&source);
-        let checked = match kind {
-            Some(FileKind::Adapter) => engine::adapter::apply::build(&source).map(|_| ()),
-            Some(FileKind::Definition) => Definition::from_source(&source).map(|_| ()),
-            None => Err(engine::file_error::FileError::at(
-                None,
-                "neither a definition (it has no `steps`) nor an adapter (it has no `deliver`)",
-            )),
-        };
-        if let Err(error) = checked {
-            eprintln!("{}: {error}", path.display());
-            return Ok(ExitCode::FAILURE);
-        }
-        match kind {
-            Some(FileKind::Adapter) => adapters.push((path, source)),
-            _ => definitions.push((path, source)),
+        let checked = kind_of(&source).and_then(|kind| {
+            match kind {
+                FileKind::Adapter => engine::adapter::apply::build(&source).map(|_| ()),
+                FileKind::Definition => Definition::from_source(&source).map(|_| ()),
+            }
+            .map(|()| kind)
+        });
+        match checked {
+            Err(error) => {
+                eprintln!("{}: {error}", path.display());
+                return Ok(ExitCode::FAILURE);
+            }
+            Ok(FileKind::Adapter) => adapters.push((path, source)),
+            Ok(FileKind::Definition) => definitions.push((path, source)),
         }
     }
     let db = Database::open(&args.database).await?;
@@ -87,7 +91,7 @@ pub(crate) async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
         match engine::adapter::apply::apply(&db.pool, source, "cli", args.dry_run).await {
             Ok((name, FileStored::Added { version } | FileStored::Changed { version })) => {
                 println!(
-                    "{}: {} adapter {name} v{version}, unverified until `z29c adapter verify {name} --sandbox URL` passes",
+                    "{}: {} adapter {name} v{version}; it sends nothing until `z29c adapter verify {name} --sandbox URL` passes",
                     path.display(),
                     verb(args.dry_run, "stored", "would store"),
                 )
@@ -103,7 +107,14 @@ pub(crate) async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
         }
     }
     for (path, source) in &definitions {
-        match engine::definition::apply(&db.pool, source, "cli", args.dry_run).await {
+        let applied = engine::definition::apply(
+            &db.pool,
+            source,
+            "cli",
+            args.dry_run,
+            args.allow_missing_adapters,
+        );
+        match applied.await {
             Ok(Applied::Added { name, version }) => println!(
                 "{}: {} definition {name} v{version}",
                 path.display(),
@@ -133,22 +144,24 @@ pub(crate) async fn list_adapters(json: bool, database: &DatabaseArgs) -> anyhow
     let rows = engine::store::adapter::all(&db.pool).await?;
     db.close().await?;
     for a in rows {
-        let trust = match (&a.demoted_reason, a.verified_version) {
-            (Some(reason), _) => format!("demoted: {reason}"),
-            (None, Some(v)) if v == a.contract_version => format!(
+        let trust = match (a.may_send(), &a.demoted_reason) {
+            (true, Some(reason)) => format!("verified; since then {reason}"),
+            (true, None) => format!(
                 "verified{}",
                 a.verified_against
                     .as_deref()
                     .map(|s| format!(" against {s}"))
                     .unwrap_or_default()
             ),
-            _ => "unverified: unknown outcomes reviewed".to_owned(),
+            (false, _) => "not verified: sends nothing".to_owned(),
         };
         if json {
+            let verified: Vec<String> = a.verified.iter().map(|c| c.id()).collect();
             println!(
                 "{}",
                 json!({ "name": a.name, "base_url": a.base_url, "version": a.contract_version,
                         "kind": a.contract.kind().as_str(), "contract": a.contract,
+                        "may_send": a.may_send(), "verified_claims": verified,
                         "from_file": a.source.is_some(), "verified_version": a.verified_version,
                         "verified_against": a.verified_against, "demoted": a.demoted_reason })
             );
@@ -165,29 +178,80 @@ pub(crate) async fn list_adapters(json: bool, database: &DatabaseArgs) -> anyhow
     Ok(())
 }
 
-/// `z29c adapter verify NAME --sandbox URL`.
+/// `z29c adapter verify NAME --sandbox URL`: one line per claim (every check with
+/// `--verbose`), or one JSON object; an error (exit 1) when the version does not pass.
 pub(crate) async fn verify_adapter(
     name: &str,
     sandbox: &str,
+    verbose: bool,
+    json: bool,
     database: &DatabaseArgs,
 ) -> anyhow::Result<()> {
     use engine::adapter::apply::Verified;
     let db = Database::open(database).await?;
     let verified = engine::adapter::apply::verify(&db.pool, name, sandbox).await;
     db.close().await?;
-    match verified? {
-        Verified::Passed { version, report } => {
-            println!(
-                "{} Version {version} is verified against {sandbox}: its declared capabilities are used from now on.",
-                report.summary()
-            );
-            Ok(())
+    let (passed, version, report) = match verified? {
+        Verified::Passed { version, report } => (true, version, report),
+        Verified::Failed { version, report } => (false, version, report),
+    };
+    if json {
+        let claims = engine::adapter::apply::records(&report, sandbox);
+        println!(
+            "{}",
+            json!({ "adapter": name, "version": version, "passed": passed, "against": sandbox,
+                    "claims": claims.iter().map(|c| json!({
+                        "claim": c.claim.id(), "label": c.claim.label(), "trust": c.trust,
+                        "evidence": c.evidence, "checks": c.checks })).collect::<Vec<_>>() })
+        );
+    } else {
+        println!("{}", report.summary());
+        if verbose {
+            println!("\nEvery check:\n{}", report.details());
         }
-        Verified::Failed { version, report } => anyhow::bail!(
-            "{} Version {version} stays unverified: its unknown outcomes go to review.",
-            report.summary()
-        ),
     }
+    if passed {
+        if !json {
+            println!(
+                "Version {version} of `{name}` passed verification against {sandbox}: it sends, and its verified claims count."
+            );
+        }
+        Ok(())
+    } else {
+        anyhow::bail!(
+            "version {version} of `{name}` did not pass verification ({}); a version that never passed sends nothing",
+            report.refusal()
+        )
+    }
+}
+
+/// `z29c adapter claims NAME`.
+pub(crate) async fn list_claims(
+    name: &str,
+    json: bool,
+    database: &DatabaseArgs,
+) -> anyhow::Result<()> {
+    let db = Database::open(database).await?;
+    let claims = engine::store::adapter::claims(&db.pool, name).await;
+    db.close().await?;
+    for c in claims? {
+        if json {
+            println!(
+                "{}",
+                json!({ "claim": c.claim.id(), "label": c.claim.label(), "trust": c.trust,
+                        "evidence": c.evidence, "against": c.against, "decided_at": c.decided_at,
+                        "checks": c.checks })
+            );
+        } else {
+            println!(
+                "{:<24} {:<10} {}",
+                c.claim.label(),
+                c.trust.label(),
+                c.evidence
+            );
+        }
+    }
+    Ok(())
 }
 
 /// `z29c definitions list`.

@@ -132,18 +132,13 @@ fn refuse_demo_on_a_named_database(args: &ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Loads the adapters (re-running their contract suites when asked) and spawns a worker that
-/// runs until `stopped`.
+/// Loads the adapters and spawns a worker that runs until `stopped`.
 async fn spawn_worker(
     database: &Database,
     tuning: &WorkerTuning,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let adapters = if tuning.verify_adapters {
-        engine::adapter::registry::Adapters::load_verified(&database.pool).await?
-    } else {
-        engine::adapter::registry::Adapters::load(&database.pool).await?
-    };
+    let adapters = engine::adapter::registry::Adapters::load(&database.pool).await?;
     let config = tuning.config();
     tracing::info!(worker = %config.name, concurrency = config.concurrency, "starting workers");
     let worker = engine::worker::Worker::new(database.pool.clone(), config, adapters);

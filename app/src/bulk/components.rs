@@ -58,7 +58,7 @@ pub fn BulkPage() -> impl IntoView {
                 <label>"State" <input type="text" name="state" value=field("state") placeholder="e.g. review_required" /></label>
                 <label>"Adapter" <input type="text" name="adapter" value=field("adapter") /></label>
                 <label>"Definition" <input type="text" name="definition" value=field("definition") /></label>
-                <label>"Unknown for more than (min)" <input type="number" name="older_than" min="0" value=field("older_than") /></label>
+                <label>"Waiting for more than (min)" <input type="number" name="older_than" min="0" value=field("older_than") /></label>
                 <button type="submit">"Preview"</button>
             </form>
             <Suspense fallback=|| view! { <p>"Selecting…"</p> }>

@@ -118,7 +118,7 @@ fn Queue(page: QueuePage) -> impl IntoView {
                         .collect_view()}
                 </select>
             </label>
-            <label>"Unknown for more than (min)"
+            <label>"Waiting for more than (min)"
                 <input type="number" name="older_than" min="0" value=current("older_than") size="5" />
             </label>
             <button type="submit">"Apply"</button>
@@ -127,14 +127,14 @@ fn Queue(page: QueuePage) -> impl IntoView {
         {found.map(|found| view! { <Found found /> })}
 
         <table class="queue">
-            <caption>"Outcome unknown or review required"</caption>
+            <caption>"Waiting for a person"</caption>
             <thead>
                 <tr>
                     <th scope="col">"Workflow"</th>
                     <th scope="col">"Step"</th>
                     <th scope="col">"Status"</th>
                     <th scope="col">"Adapter"</th>
-                    <th scope="col" class="num">"Unknown for"</th>
+                    <th scope="col" class="num">"Waiting for"</th>
                     <th scope="col" class="num">"Attempts"</th>
                 </tr>
             </thead>

@@ -20,7 +20,8 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
         .permitted_actions()
         .into_iter()
         .partition(|a| operator.role.may(*a));
-    let (subject, noun, trust, proven_claims) = facts_of(&e);
+    let (subject, noun, trust, claims) = facts_of(&e);
+    let waiting_since_label = waiting_since_label(e.state);
     Ok(StepEvidence {
         version: e.version.to_string(),
         busy: e.leased_until.map(busy_sentence),
@@ -55,7 +56,7 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
             .content_digest
             .unwrap_or_else(|| "— (not prepared yet)".into()),
         trust,
-        proven_claims,
+        claims,
         request_key: e
             .request_key
             .unwrap_or_else(|| "— (not prepared yet)".into()),
@@ -67,6 +68,7 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
         first_sent: evidence_time(e.first_sent_at),
         last_sent: evidence_time(e.last_sent_at),
         unknown_since: evidence_time(e.unknown_since),
+        waiting_since_label,
         receipt: e.receipt.map(|(method, reference, at)| {
             format!(
                 "{reference}, by {}, observed {}",
@@ -112,11 +114,24 @@ fn evidence_time(t: Option<chrono::DateTime<chrono::Utc>>) -> String {
 }
 
 /// Whom the workflow acts on, what the step's effect is called, how its adapter was verified,
-/// and the claims proven.
+/// and each claim's trust.
 #[cfg(feature = "ssr")]
-fn facts_of(e: &engine::read::evidence::Evidence) -> (String, String, String, Vec<String>) {
+fn facts_of(
+    e: &engine::read::evidence::Evidence,
+) -> (String, String, String, Vec<super::types::ClaimLine>) {
     let (subject, noun) = acts_on(e);
-    (subject, noun, trust_of(e), proven_claims_of(e))
+    (subject, noun, trust_of(e), claims_of(e))
+}
+
+/// What the step's waiting time measures, in its state's words, capitalised for the page.
+#[cfg(feature = "ssr")]
+fn waiting_since_label(state: engine::domain::StepState) -> String {
+    let label = state.waiting_since_label();
+    let mut chars = label.chars();
+    chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 /// Whom the step's workflow acts on, and what its effect is called (lower case).
@@ -129,7 +144,7 @@ fn acts_on(e: &engine::read::evidence::Evidence) -> (String, String) {
     (subject, e.noun.to_lowercase())
 }
 
-/// How the step's adapter contract was verified, in a sentence.
+/// How the step's adapter version was verified, in a sentence.
 #[cfg(feature = "ssr")]
 fn trust_of(e: &engine::read::evidence::Evidence) -> String {
     e.trust
@@ -138,15 +153,18 @@ fn trust_of(e: &engine::read::evidence::Evidence) -> String {
         .unwrap_or_else(|| "— (a pure step)".into())
 }
 
-/// The claims the suite proved, listed only while they are the ones in use (verified, not
-/// demoted).
+/// Each claim of the step's adapter, with its trust and evidence.
 #[cfg(feature = "ssr")]
-fn proven_claims_of(e: &engine::read::evidence::Evidence) -> Vec<String> {
+fn claims_of(e: &engine::read::evidence::Evidence) -> Vec<super::types::ClaimLine> {
     e.trust
-        .as_ref()
-        .filter(|t| t.demoted.is_none() && t.verified_version == Some(t.version))
-        .map(|t| t.claims.clone())
-        .unwrap_or_default()
+        .iter()
+        .flat_map(|t| &t.claims)
+        .map(|c| super::types::ClaimLine {
+            label: c.claim.label(),
+            trust: c.trust.label().to_owned(),
+            evidence: c.evidence.clone(),
+        })
+        .collect()
 }
 
 /// Why actions wait while a lease is held.

@@ -98,17 +98,22 @@ fn Evidence(e: StepEvidence) -> impl IntoView {
             <dt>"Request key"</dt><dd><code data-testid="request-key">{e.request_key.clone()}</code></dd>
             <dt>"Request digest"</dt><dd><code>{e.input_digest}</code></dd>
             <dt>"Adapter call first began · last began"</dt><dd>{format!("{} · {}", e.first_sent, e.last_sent)}</dd>
-            <dt>"Outcome unknown since"</dt><dd>{e.unknown_since}</dd>
+            <dt>{e.waiting_since_label}</dt><dd data-testid="waiting-since">{e.unknown_since}</dd>
             <dt>"Receipt"</dt>
             <dd data-testid="receipt">{e.receipt.unwrap_or_else(|| "none: no receipt proves the effect".into())}</dd>
             <dt>"Adapter and capabilities"</dt>
             <dd>{format!("{} — {}", e.adapter, e.capabilities)}</dd>
-            <dt>"How the contract was verified"</dt>
+            <dt>"What verification proved"</dt>
             <dd data-testid="trust">
                 {e.trust.clone()}
-                {(!e.proven_claims.is_empty()).then(|| view! {
-                    <ul class="claims" data-testid="proven-claims">
-                        {e.proven_claims.clone().into_iter().map(|c| view! { <li>{format!("Proven: {c}")}</li> }).collect_view()}
+                {(!e.claims.is_empty()).then(|| view! {
+                    <ul class="claims" data-testid="claims">
+                        {e.claims.clone().into_iter().map(|c| view! {
+                            <li class=format!("claim {}", c.trust) data-trust=c.trust.clone()>
+                                <strong>{format!("{}: {}", c.label, c.trust)}</strong>
+                                {(c.trust != "verified").then(|| format!(" — {}", c.evidence))}
+                            </li>
+                        }).collect_view()}
                     </ul>
                 })}
             </dd>
@@ -325,6 +330,10 @@ fn explain(action: OperatorAction, c: &ActionContext) -> String {
             "Asks the destination whether it holds request {}. Found: the step succeeds with a status-query receipt. Not found within the {} ms visibility window proves nothing yet.",
             c.request_key, c.window_ms
         ),
+        OperatorAction::RetrySameKey if c.state == StepState::Unsent => format!(
+            "Sends again under the same request key {}: no earlier attempt left this process or was accepted, so sending cannot make the effect a second time.",
+            c.request_key
+        ),
         OperatorAction::RetrySameKey => format!(
             "Sends again under the same request key {} and the same bytes; the contract makes the destination answer with the original delivery if it has one.",
             c.request_key
@@ -336,7 +345,7 @@ fn explain(action: OperatorAction, c: &ActionContext) -> String {
             c.capabilities, c.attempts, c.subject
         ),
         OperatorAction::Cancel => match c.state {
-            StepState::Blocked | StepState::Ready => "Stops the step before any call: the effect will not happen.".into(),
+            StepState::Blocked | StepState::Ready | StepState::Held | StepState::Unsent => "Stops the step before any call: the effect will not happen.".into(),
             StepState::Succeeded => "The destination holds this delivery: cancelling requests its withdrawal as a step of its own, which may itself end unknown.".into(),
             StepState::Running
             | StepState::Invoking

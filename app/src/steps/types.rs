@@ -3,6 +3,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::forms::KeptForm;
 
+/// One claim of the adapter as the page lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimLine {
+    pub label: String,
+    /// `verified`, `unverified` or `refuted`.
+    pub trust: String,
+    /// What proved it, the contradiction, or why it stays unverified.
+    pub evidence: String,
+}
+
 /// One attempt as the page shows it (never overwritten).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttemptView {
@@ -30,16 +40,19 @@ pub struct StepEvidence {
     pub visibility_window_ms: u64,
     pub deadline_ms: u64,
     pub content_digest: String,
-    /// How the contract's claims were verified, or why they are not used.
+    /// How the adapter's version was verified, or why it sends nothing.
     pub trust: String,
-    /// Each claim the adapter's contract suite proved for this version (none until verified).
-    pub proven_claims: Vec<String>,
+    /// Each claim of the adapter's current version: only verified ones count.
+    pub claims: Vec<ClaimLine>,
     pub request_key: String,
     pub input_digest: String,
     pub request_summary: String,
     pub first_sent: String,
     pub last_sent: String,
     pub unknown_since: String,
+    /// What `unknown_since` measures in this state: an unknown outcome, a rejection, a step
+    /// not sent.
+    pub waiting_since_label: String,
     pub receipt: Option<String>,
     pub attempts: Vec<AttemptView>,
     pub timeline: Vec<(String, String, String)>,

@@ -1,14 +1,15 @@
-//! Applying adapter files and verifying them (docs/DESIGN.md §16): a file is stored as a new
-//! version, and its declared capabilities are used by automatic recovery only once its
-//! contract suite passed against a sandbox the user names.
+//! Applying adapter files and verifying them (docs/DESIGN.md §5, §16): a file is stored as a
+//! new version that sends nothing; verification against a sandbox the user names provokes the
+//! failure paths of its claims, and records each claim's trust; the version sends once its
+//! probe succeeded and nothing was refuted, and only its verified claims count.
 
 use sqlx::PgPool;
 
 use super::contract_suite::{self, SuiteReport};
 use super::{AdapterSpec, DataAdapter};
-use crate::domain::{SideEffectContract, UnknownOutcomePolicy};
+use crate::domain::SideEffectContract;
 use crate::file_error::FileError;
-use crate::store::adapter::{self as store, AdapterFile, FileStored};
+use crate::store::adapter::{self as store, AdapterFile, ClaimRecord, FileStored};
 
 /// Why an adapter file was not applied. Nothing was stored.
 #[derive(Debug, thiserror::Error)]
@@ -19,15 +20,6 @@ pub enum AdapterApplyError {
     Sqlx(#[from] sqlx::Error),
 }
 
-/// The contract a version is trusted with before its suite passed: what it declares, with
-/// every unknown outcome sent to a person.
-pub fn unverified(declared: &SideEffectContract) -> SideEffectContract {
-    SideEffectContract {
-        unknown_outcome_policy: UnknownOutcomePolicy::Review,
-        ..declared.clone()
-    }
-}
-
 /// Parses, checks and builds the adapter `source` describes (its secrets must be set here).
 pub fn build(source: &str) -> Result<DataAdapter, FileError> {
     let spec = AdapterSpec::parse(source)?;
@@ -35,7 +27,7 @@ pub fn build(source: &str) -> Result<DataAdapter, FileError> {
 }
 
 /// Checks `source` and stores it as the adapter's next version (unless `dry_run`, or it is the
-/// current version already). A new version is unverified until [`verify`] passes.
+/// current version already). A new version sends nothing until [`verify`] passes.
 pub async fn apply(
     pool: &PgPool,
     source: &str,
@@ -44,7 +36,6 @@ pub async fn apply(
 ) -> Result<(String, FileStored), AdapterApplyError> {
     let adapter = build(source)?;
     let name = adapter.spec().name.clone();
-    let declared = adapter.spec().contract();
     if dry_run {
         let current = store::current_file(pool, &name).await?;
         return Ok((
@@ -65,8 +56,7 @@ pub async fn apply(
             name: &name,
             base_url: adapter.base_url(),
             source,
-            declared: &declared,
-            unverified: &unverified(&declared),
+            declared: &adapter.spec().contract(),
             applied_by,
         },
     )
@@ -78,9 +68,11 @@ pub async fn apply(
 /// What `z29c adapter verify` found.
 #[derive(Debug)]
 pub enum Verified {
-    /// Every claim held: the version's declared contract is used from now on.
+    /// The probe succeeded and no claim was refuted: the version sends, and its verified
+    /// claims count from now on.
     Passed { version: i32, report: SuiteReport },
-    /// A claim failed: nothing changed, the version stays under review.
+    /// The probe failed or a claim was refuted: what was found of each claim is recorded, and
+    /// a version that never passed still sends nothing.
     Failed { version: i32, report: SuiteReport },
 }
 
@@ -91,14 +83,14 @@ pub enum VerifyError {
     NoFile(String),
     #[error("the stored file of `{name}` no longer builds here: {error}")]
     Broken { name: String, error: FileError },
-    #[error("adapter `{0}` changed while its suite ran; verify the new version")]
+    #[error("adapter `{0}` changed while it was verified; verify the new version")]
     Moved(String),
     #[error(transparent)]
     Sqlx(#[from] sqlx::Error),
 }
 
-/// Runs the current version's contract suite against `sandbox` (the API's test mode, or the
-/// live destination when it is one) and, when every claim holds, records it as verified.
+/// Verifies the current version against `sandbox` (the API's test mode, or the live
+/// destination when it is one) and records what was found of each claim.
 pub async fn verify(pool: &PgPool, name: &str, sandbox: &str) -> Result<Verified, VerifyError> {
     let (source, version) = store::current_file(pool, name)
         .await?
@@ -110,12 +102,108 @@ pub async fn verify(pool: &PgPool, name: &str, sandbox: &str) -> Result<Verified
         })?
         .with_base_url(sandbox);
     let report = contract_suite::verify(name, &adapter).await;
-    if !report.passed() {
-        return Ok(Verified::Failed { version, report });
-    }
-    let claims: Vec<&str> = report.checks.iter().map(|c| c.claim).collect();
-    if !store::mark_verified(pool, name, version, sandbox, &claims).await? {
+    let passed = report.passed();
+    let mut tx = pool.begin().await?;
+    let kept = store::record_verification(
+        &mut tx,
+        name,
+        version,
+        sandbox,
+        &records(&report, sandbox),
+        passed,
+    )
+    .await?;
+    if !kept {
         return Err(VerifyError::Moved(name.to_owned()));
     }
-    Ok(Verified::Passed { version, report })
+    tx.commit().await?;
+    Ok(if passed {
+        Verified::Passed { version, report }
+    } else {
+        Verified::Failed { version, report }
+    })
+}
+
+/// Each claim's verdict as it is stored, with the checks that bore on it.
+pub fn records(report: &SuiteReport, against: &str) -> Vec<ClaimRecord> {
+    report
+        .verdicts()
+        .into_iter()
+        .map(|verdict| ClaimRecord {
+            checks: serde_json::Value::Array(
+                report
+                    .checks_of(&verdict.claim)
+                    .map(|c| serde_json::json!({ "check": c.check, "verdict": c.verdict, "detail": c.detail }))
+                    .collect(),
+            ),
+            claim: verdict.claim,
+            trust: verdict.trust,
+            evidence: verdict.evidence,
+            against: Some(against.to_owned()),
+        })
+        .collect()
+}
+
+/// Applies the protocol adapter of `kind` at `base_url` as adapter `name` (`z29c adapter add`)
+/// once its verification against that very destination passed; nothing is stored otherwise.
+pub async fn add_protocol(
+    pool: &PgPool,
+    name: &str,
+    base_url: &str,
+    contract: &SideEffectContract,
+    applied_by: &str,
+) -> Result<(i32, SuiteReport), AdapterApplyError> {
+    let mut spec = super::protocol::protocol_spec_claiming(base_url, contract);
+    spec.name = name.to_owned();
+    let source = serde_yaml_ng::to_string(&spec)
+        .map_err(|e| FileError::at(None, format!("the protocol file does not serialize: {e}")))?;
+    let adapter = build(&source)?;
+    let report = contract_suite::verify(name, &adapter).await;
+    if !report.passed() {
+        return Err(FileError::at(None, report.refusal()).into());
+    }
+    let mut tx = pool.begin().await?;
+    let version = match store::store_file(
+        &mut tx,
+        &AdapterFile {
+            name,
+            base_url,
+            source: &source,
+            declared: &spec.contract(),
+            applied_by,
+        },
+    )
+    .await?
+    {
+        FileStored::Added { version }
+        | FileStored::Changed { version }
+        | FileStored::Unchanged { version } => version,
+    };
+    store::record_verification(
+        &mut tx,
+        name,
+        version,
+        base_url,
+        &records(&report, base_url),
+        true,
+    )
+    .await?;
+    tx.commit().await?;
+    Ok((version, report))
+}
+
+/// Registers the protocol adapter of `contract`'s kind at `base_url` as `name`, every claim of
+/// it taken as verified: for tests, benches and the harness, whose destinations are proven by
+/// their own suites. Returns the version.
+pub async fn register_trusted(
+    pool: &PgPool,
+    name: &str,
+    base_url: &str,
+    contract: &SideEffectContract,
+) -> sqlx::Result<i32> {
+    let claims = super::protocol::protocol_spec_claiming(base_url, contract).claims();
+    let mut tx = pool.begin().await?;
+    let version = store::upsert(&mut tx, name, base_url, contract, &claims).await?;
+    tx.commit().await?;
+    Ok(version)
 }

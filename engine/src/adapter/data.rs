@@ -2,6 +2,7 @@
 //! the file's templates, adds auth only as it sends, and classifies answers with the file's
 //! outcome rules — an answer no rule recognizes is outcome unknown, always.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -11,7 +12,9 @@ use super::secret::{Secret, SecretError};
 use super::spec::{AdapterSpec, Auth, BaseUrl, Rule, Template};
 use super::{Adapter, BoxFuture, LookupObservation, WithdrawalObservation};
 use super::{PrepareError, PreparedRequest, Wire, WireBody};
-use crate::domain::{InputDigest, RequestKey, SideEffectContract, TransportObservation};
+use crate::domain::{
+    Claim, InputDigest, Operation, RequestKey, SideEffectContract, TransportObservation,
+};
 use crate::template::{self, TemplateError};
 
 mod classify;
@@ -43,6 +46,9 @@ pub struct DataAdapter {
     base_url: String,
     auth: Option<ResolvedAuth>,
     contract: SideEffectContract,
+    /// The rules reading an answer as "nothing happened" that verification proved; `None`
+    /// trusts every rule (the contract suite reads answers as the file declares them).
+    proven: Option<BTreeSet<Claim>>,
     client: reqwest::Client,
 }
 
@@ -100,6 +106,7 @@ impl DataAdapter {
             spec,
             auth,
             contract,
+            proven: None,
             client,
         })
     }
@@ -120,11 +127,24 @@ impl DataAdapter {
         self
     }
 
-    /// The same adapter under the contract the engine trusts it with now: the declared one
-    /// once its version is verified, else the declared one with unknown outcomes reviewed.
-    pub fn with_contract(mut self, contract: SideEffectContract) -> Self {
+    /// The same adapter under what verification proved (docs/DESIGN.md §5): the trusted
+    /// contract, and the `verified` claims; an answer whose first matching rule reads it as
+    /// `rejected` or `failed_before_effect` without that rule among them reads as unknown.
+    pub fn with_trust(
+        mut self,
+        contract: SideEffectContract,
+        verified: impl IntoIterator<Item = Claim>,
+    ) -> Self {
         self.contract = contract;
+        self.proven = Some(verified.into_iter().collect());
         self
+    }
+
+    /// Whether rule `index` of `operation` may conclude that nothing happened.
+    fn rule_proven(&self, operation: Operation, index: usize) -> bool {
+        self.proven
+            .as_ref()
+            .is_none_or(|proven| proven.contains(&Claim::Rule { operation, index }))
     }
 
     fn deadline(&self) -> Duration {
@@ -144,7 +164,22 @@ impl DataAdapter {
                 .map(|(name, value)| Ok((name.clone(), text(&value.0, context)?)))
                 .collect::<Result<Vec<(String, String)>, PrepareError>>()
         };
-        let query = pairs(shape.query)?;
+        // A query parameter that renders to null (`{{ page.after | default(none) }}`) is left out.
+        let query = shape
+            .query
+            .iter()
+            .filter_map(|(name, value)| {
+                match template::render_text(&value.0, context).map_err(refused) {
+                    Ok(Value::Null) => None,
+                    Ok(rendered) => Some(
+                        scalar_text(rendered)
+                            .map(|text| (name.clone(), text))
+                            .ok_or_else(|| not_text(&value.0)),
+                    ),
+                    Err(e) => Some(Err(e)),
+                }
+            })
+            .collect::<Result<Vec<(String, String)>, PrepareError>>()?;
         let headers = pairs(shape.headers)?;
         let body = match (shape.json, shape.form) {
             (Some(tree), _) => {
@@ -180,6 +215,7 @@ impl DataAdapter {
         });
         Ok(PreparedRequest {
             request_digest: InputDigest::of_json(&summary),
+            request: context.get("request").cloned().unwrap_or(Value::Null),
             content_digest,
             wire: Wire {
                 method: shape.method.to_ascii_uppercase(),
@@ -214,12 +250,14 @@ fn refused(error: TemplateError) -> PrepareError {
 /// A template rendered to text: strings as they are, numbers and booleans as JSON text.
 fn text(template: &str, context: &Value) -> Result<String, PrepareError> {
     let rendered = template::render_text(template, context).map_err(refused)?;
-    scalar_text(rendered).ok_or_else(|| {
-        PrepareError(format!(
-            "the adapter's template `{}` gave a list, a map or null where text belongs",
-            crate::domain::words::displayable(template)
-        ))
-    })
+    scalar_text(rendered).ok_or_else(|| not_text(template))
+}
+
+fn not_text(template: &str) -> PrepareError {
+    PrepareError(format!(
+        "the adapter's template `{}` gave a list, a map or null where text belongs",
+        crate::domain::words::displayable(template)
+    ))
 }
 
 fn scalar_text(value: Value) -> Option<String> {
@@ -243,10 +281,6 @@ fn form_value(name: &str, value: Value) -> Result<String, PrepareError> {
 impl Adapter for DataAdapter {
     fn contract(&self) -> &SideEffectContract {
         &self.contract
-    }
-
-    fn probe(&self) -> Option<Value> {
-        self.spec.probe().cloned()
     }
 
     fn prepare(
@@ -297,12 +331,8 @@ impl Adapter for DataAdapter {
         request: &'a PreparedRequest,
     ) -> BoxFuture<'a, TransportObservation> {
         Box::pin(async move {
-            let answer = match self.send(key, &request.wire, true).await {
-                Ok(answer) => answer,
-                Err(seen) => return seen,
-            };
-            let digest = request.content_digest.to_string();
-            classify::delivery(&self.spec.deliver.outcomes, &answer, key.as_str(), &digest)
+            let (seen, _) = self.deliver_read(key, request).await;
+            seen
         })
     }
 
@@ -310,8 +340,18 @@ impl Adapter for DataAdapter {
         &'a self,
         key: &'a RequestKey,
         digest: &'a str,
+        request: &'a Value,
     ) -> BoxFuture<'a, LookupObservation> {
-        Box::pin(async move { self.look_up(key, digest).await })
+        Box::pin(async move { self.look_up(key, digest, request, None).await.0 })
+    }
+
+    fn lookup_reads_request(&self) -> bool {
+        self.spec.lookup.as_ref().is_some_and(|lookup| {
+            std::iter::once(&lookup.path)
+                .chain(lookup.query.values())
+                .chain(lookup.headers.values())
+                .any(|t| t.variables().iter().any(|v| v.starts_with("request")))
+        })
     }
 
     fn withdraw<'a>(
@@ -338,16 +378,40 @@ impl Adapter for DataAdapter {
                 Err(seen) => return WithdrawalObservation::Transport(seen),
             };
             let digest = prepared.content_digest.to_string();
-            classify::withdrawal(w, &answer, key.as_str(), &digest)
+            let proven = |index| self.rule_proven(Operation::Withdraw, index);
+            classify::withdrawal(w, &answer, (key.as_str(), &digest), &proven)
         })
     }
 }
 
-/// The rules of `outcomes` in order: the first whose condition holds.
-fn first_match<'r>(rules: &'r [Rule], context: &Value) -> Option<&'r Rule> {
+impl DataAdapter {
+    /// Sends a delivery and reads its answer: what it means under the rules verification
+    /// proved, and the index of the rule that matched, if one did.
+    pub async fn deliver_read(
+        &self,
+        key: &RequestKey,
+        request: &PreparedRequest,
+    ) -> (TransportObservation, Option<usize>) {
+        let answer = match self.send(key, &request.wire, true).await {
+            Ok(answer) => answer,
+            Err(seen) => return (seen, None),
+        };
+        let digest = request.content_digest.to_string();
+        let proven = |index| self.rule_proven(Operation::Deliver, index);
+        classify::delivery(
+            &self.spec.deliver.outcomes,
+            &answer,
+            (key.as_str(), &digest),
+            &proven,
+        )
+    }
+}
+
+/// The index of the first rule of `rules` whose condition holds.
+fn first_match(rules: &[Rule], context: &Value) -> Option<usize> {
     rules
         .iter()
-        .find(|rule| template::holds(&rule.when.0, context))
+        .position(|rule| template::holds(&rule.when.0, context))
 }
 
 /// What a capped read's failure means for a call that had `status`.

@@ -93,6 +93,10 @@ pub struct PreparedRequest {
     pub content_digest: InputDigest,
     /// The digest of `summary`, bound to the request key forever.
     pub request_digest: InputDigest,
+    /// The step's request as the definition rendered it, before the adapter shaped it for the
+    /// wire: what a lookup's templates read as `request` (null for a withdrawal).
+    #[serde(default)]
+    pub request: serde_json::Value,
 }
 
 /// An HTTP request without its secrets, relative to the adapter's base URL.
@@ -122,16 +126,10 @@ pub enum WireBody {
 #[error("{0}")]
 pub struct PrepareError(pub String);
 
-/// One destination, reached through its declared contract.
+/// One destination, reached through the contract verification proved.
 pub trait Adapter: Send + Sync {
-    /// What this adapter can prove; trusted only once its contract suite passed.
+    /// What this adapter has proven it can do (docs/DESIGN.md §5).
     fn contract(&self) -> &SideEffectContract;
-
-    /// The `request` the contract suite sends through [`Adapter::prepare`], when the adapter
-    /// names one (an adapter file's `verify.probe`); `None` for the protocol's probe.
-    fn probe(&self) -> Option<serde_json::Value> {
-        None
-    }
 
     /// The exact request that carries a step's rendered `request` under `key`, with the digest
     /// the destination compares (`content_digest`). Deterministic: the same arguments give the
@@ -157,12 +155,20 @@ pub trait Adapter: Send + Sync {
         request: &'a PreparedRequest,
     ) -> BoxFuture<'a, TransportObservation>;
 
-    /// Asks the destination about `key` (its client reference), comparing with `digest`.
+    /// Asks the destination about `key` (its client reference), comparing with `digest`;
+    /// `request` is the step's request as it was rendered when its identity was bound.
     fn lookup<'a>(
         &'a self,
         key: &'a RequestKey,
         digest: &'a str,
+        request: &'a serde_json::Value,
     ) -> BoxFuture<'a, LookupObservation>;
+
+    /// Whether the lookup reads the step's request (a lookup by customer, by order): the
+    /// caller then regenerates it and proves it is the one bound to the key.
+    fn lookup_reads_request(&self) -> bool {
+        false
+    }
 
     /// Requests withdrawal of `external_reference` under its own key.
     fn withdraw<'a>(

@@ -83,8 +83,10 @@ use crate::file_error::FileError;
 
 mod check;
 mod text;
+mod verify;
 
-pub use text::{Expression, Retention, Template};
+pub use text::{Expression, Lets, Retention, Span, Template};
+pub use verify::{Expected, Provocation, Verify};
 
 /// How long before a provider's idempotency retention ends Z29C stops replaying a key. A
 /// replay decided just inside the retention can still reach the provider after it: the
@@ -113,6 +115,9 @@ pub struct AdapterSpec {
     pub idempotency: Option<Idempotency>,
     #[serde(default = "default_policy")]
     pub unknown_outcome_policy: UnknownOutcomePolicy,
+    /// How often a step is sent again while every attempt fails before any effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<Retry>,
     pub deliver: Deliver,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lookup: Option<Lookup>,
@@ -170,6 +175,27 @@ pub struct Idempotency {
     pub retention: Option<Retention>,
 }
 
+/// How many attempts a step makes while each fails before any effect (the connection refused,
+/// an answer a verified rule reads as `failed_before_effect`), and how long it waits between
+/// them: `backoff` doubling per attempt up to `max_backoff`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Retry {
+    pub attempts: u32,
+    #[serde(default = "default_backoff")]
+    pub backoff: Span,
+    #[serde(default = "default_max_backoff")]
+    pub max_backoff: Span,
+}
+
+fn default_backoff() -> Span {
+    Span(Duration::from_millis(200))
+}
+
+fn default_max_backoff() -> Span {
+    Span(Duration::from_secs(30))
+}
+
 /// The `deliver` operation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -222,10 +248,41 @@ pub struct Lookup {
     pub visibility_window_ms: Option<u64>,
     #[serde(default)]
     pub create_after_authoritative_absence: bool,
+    /// How long the whole lookup (every page) may take; the adapter's deadline when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<u64>,
+    /// A lookup that walks a list page by page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pages: Option<Pages>,
+    /// Sub-expressions named once, each reading the answer and the names before it.
+    #[serde(default, rename = "let", skip_serializing_if = "Lets::is_empty")]
+    pub lets: Lets,
     pub found: Found,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processing: Option<Expression>,
     pub not_found: Expression,
+}
+
+/// How a lookup walks a list: what each page adds to `items`, the cursor of the next page
+/// (`none` when there is none), the page size its request reads as `page.size`, and how many
+/// pages it may walk before it gives up (the answer is then unavailable).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pages {
+    pub items: Expression,
+    pub next: Expression,
+    #[serde(default = "default_page_size")]
+    pub size: u32,
+    #[serde(default = "default_max_pages")]
+    pub max: u32,
+}
+
+fn default_page_size() -> u32 {
+    100
+}
+
+fn default_max_pages() -> u32 {
+    20
 }
 
 /// When a lookup answer is "found", and where its reference, digest and list of references are.
@@ -279,14 +336,6 @@ pub struct Withdrawn {
     pub reference: Expression,
 }
 
-/// What the contract suite sends.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Verify {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub probe: Option<serde_json::Value>,
-}
-
 impl AdapterSpec {
     /// Parses an adapter file and runs every static check.
     pub fn parse(source: &str) -> Result<AdapterSpec, FileError> {
@@ -337,11 +386,16 @@ impl AdapterSpec {
             unknown_outcome_policy: self.unknown_outcome_policy,
             retryable_rejections: self.deliver.retryable.clone(),
             deadline_ms: self.deadline_ms,
+            retry: self.retry.map(|r| crate::domain::contract::RetrySchedule {
+                attempts: r.attempts,
+                backoff_ms: millis(r.backoff.0),
+                max_backoff_ms: millis(r.max_backoff.0),
+            }),
             idempotency_retention_ms: self
                 .idempotency
                 .as_ref()
                 .and_then(|i| i.retention)
-                .map(|r| u64::try_from(r.0.as_millis()).unwrap_or(u64::MAX)),
+                .map(|r| millis(r.0)),
         }
     }
 
@@ -360,9 +414,16 @@ impl AdapterSpec {
         }
         fields
     }
+}
 
-    /// The request the contract suite sends, when the file names one.
-    pub fn probe(&self) -> Option<&serde_json::Value> {
-        self.verify.as_ref().and_then(|v| v.probe.as_ref())
+impl Rule {
+    /// Whether the rule reads an answer as proof that nothing happened: a claim that must be
+    /// proven before it counts.
+    pub fn says_nothing_happened(&self) -> bool {
+        self.rejected.is_some() || self.failed_before_effect.is_some()
     }
+}
+
+fn millis(span: Duration) -> u64 {
+    u64::try_from(span.as_millis()).unwrap_or(u64::MAX)
 }

@@ -126,6 +126,11 @@ pub enum ApplyError {
         version: i32,
         diff: String,
     },
+    /// A step names an adapter that is not registered (and the caller did not allow it).
+    #[error(
+        "step `{step}` names adapter `{adapter}`, which is not registered: apply the adapter file first (or allow missing adapters; the workflows then refuse to start until it is)"
+    )]
+    MissingAdapter { step: String, adapter: String },
     #[error(transparent)]
     Sqlx(#[from] sqlx::Error),
 }
@@ -139,6 +144,7 @@ pub async fn apply_as(
     version: i32,
     applied_by: &str,
     dry_run: bool,
+    allow_missing_adapters: bool,
 ) -> Result<Applied, ApplyError> {
     let definition = Definition::from_source(source)?;
     if definition.name() != name || definition.version() != version {
@@ -152,19 +158,43 @@ pub async fn apply_as(
         )
         .into());
     }
+    if !allow_missing_adapters {
+        adapters_registered(pool, &definition).await?;
+    }
     store_compiled(pool, &definition, source, applied_by, dry_run).await
 }
 
 /// Checks `source` and stores it, unless `dry_run`. Re-applying the same file changes
-/// nothing; another file under a stored name and version is refused with the difference.
+/// nothing; another file under a stored name and version is refused with the difference. A
+/// step naming an adapter that is not registered is refused unless `allow_missing_adapters`.
 pub async fn apply(
     pool: &PgPool,
     source: &str,
     applied_by: &str,
     dry_run: bool,
+    allow_missing_adapters: bool,
 ) -> Result<Applied, ApplyError> {
     let definition = Definition::from_source(source)?;
+    if !allow_missing_adapters {
+        adapters_registered(pool, &definition).await?;
+    }
     store_compiled(pool, &definition, source, applied_by, dry_run).await
+}
+
+/// Refuses a definition whose steps name, literally, an adapter that is not registered.
+async fn adapters_registered(pool: &PgPool, definition: &Definition) -> Result<(), ApplyError> {
+    let known = crate::store::adapter::names(pool).await?;
+    match definition
+        .named_adapters()
+        .into_iter()
+        .find(|(_, adapter)| !known.iter().any(|k| k == adapter))
+    {
+        Some((step, adapter)) => Err(ApplyError::MissingAdapter {
+            step: step.to_owned(),
+            adapter: adapter.to_owned(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Stores `definition`, compiled from `source`, as [`apply`] describes.

@@ -13,8 +13,11 @@ use crate::template::{self, TemplateError};
 /// The names every template may read besides `input.…` and `steps.…`.
 const CONTEXT_NAMES: [&str; 2] = ["key", "definition"];
 
+/// A template that does not compile (or reads what nobody provides), placed at its first line.
 pub(super) fn template_error(what: &str, error: &TemplateError) -> FileError {
-    FileError::at(None, format!("{what}: {error}"))
+    let first_line = error.template.lines().next().unwrap_or_default();
+    let near: String = first_line.chars().take(60).collect();
+    FileError::about(near, format!("{what}: {error}"))
 }
 
 pub(super) fn check_name(file: &DefinitionFile) -> Result<(), FileError> {
@@ -49,7 +52,12 @@ pub(super) fn check_step(
     step: &StepFile,
     earlier: &[StepSpec],
 ) -> Result<StepSpec, FileError> {
-    let at = |message: String| FileError::at(None, format!("step `{}`: {message}", step.name));
+    let at = |message: String| {
+        FileError::about(
+            format!("name: {}", step.name),
+            format!("step `{}`: {message}", step.name),
+        )
+    };
     if earlier.iter().any(|s| s.logical == step.name) || step.name.is_empty() {
         return Err(at("the name is empty or used twice".into()));
     }
@@ -98,7 +106,7 @@ pub(super) fn check_step(
         }
         _ => return Err(at("must be exactly one of `pure` or `external`".into())),
     };
-    let read = read.map_err(|e| at(e.to_string()))?;
+    let read = read.map_err(|e| template_error(&format!("step `{}`", step.name), &e))?;
     check_reads(file, &format!("step `{}`", step.name), &read, Some(step))?;
     let required_fields: BTreeSet<String> = step.requires.values().flatten().cloned().collect();
     Ok(StepSpec {
@@ -135,8 +143,8 @@ pub(super) fn check_reads(
             name => step.is_some() && CONTEXT_NAMES.contains(&name),
         };
         if !provided {
-            return Err(FileError::at(
-                None,
+            return Err(FileError::about(
+                path.clone(),
                 format!(
                     "{what} reads `{path}`, which {}",
                     match root {

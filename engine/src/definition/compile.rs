@@ -37,6 +37,7 @@ impl Definition {
     pub fn from_source(source: &str) -> Result<Self, FileError> {
         let file = DefinitionFile::parse(source)?;
         Self::compile(file, InputDigest::of_bytes(source.as_bytes()))
+            .map_err(|e| e.placed_in(source))
     }
 
     fn compile(file: DefinitionFile, source_digest: InputDigest) -> Result<Self, FileError> {
@@ -188,6 +189,20 @@ impl Definition {
         let value = template::render_text(&self.file.subject, &json!({ "input": input }))
             .map_err(|e| InputError::Invalid(e.to_string()))?;
         Ok(text_of(&value))
+    }
+
+    /// The adapters the file names literally, by step: a step whose adapter is a template over
+    /// the input names its adapter only when a workflow starts.
+    pub fn named_adapters(&self) -> Vec<(&str, &str)> {
+        self.file
+            .steps
+            .iter()
+            .filter_map(|step| {
+                let adapter = step.external.as_ref()?.adapter.trim();
+                (!adapter.contains("{{") && !adapter.contains("{%"))
+                    .then_some((step.name.as_str(), adapter))
+            })
+            .collect()
     }
 
     /// The adapter an external step of a workflow with `input` calls.

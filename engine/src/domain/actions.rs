@@ -199,7 +199,14 @@ pub fn permitted_actions(facts: &StepFacts<'_>) -> Vec<OperatorAction> {
             actions.push(A::Cancel);
         }
         StepState::Rejected => actions.push(A::Replace),
-        StepState::Blocked | StepState::Ready => actions.push(A::Cancel),
+        // Nothing was sent under any attempt: sending again risks no duplicate, whatever the
+        // contract, and a corrected input may be what it needs.
+        StepState::Unsent => {
+            actions.push(A::RetrySameKey);
+            actions.push(A::Replace);
+            actions.push(A::Cancel);
+        }
+        StepState::Blocked | StepState::Ready | StepState::Held => actions.push(A::Cancel),
         StepState::Succeeded => {
             if matches!(contract.compensation, Compensation::SupportedWithLimits(_)) {
                 actions.push(A::Cancel);
@@ -359,6 +366,24 @@ mod tests {
     }
 
     #[test]
+    fn a_step_that_was_never_sent_may_be_sent_again_under_any_contract() {
+        for contract in [opaque(), queryable(), idempotent()] {
+            assert_eq!(
+                permitted_actions(&facts(StepState::Unsent, &contract, None)),
+                vec![A::RetrySameKey, A::Replace, A::Cancel]
+            );
+        }
+    }
+
+    #[test]
+    fn a_held_step_can_only_be_cancelled() {
+        assert_eq!(
+            permitted_actions(&facts(StepState::Held, &idempotent(), None)),
+            vec![A::Cancel]
+        );
+    }
+
+    #[test]
     fn a_step_in_flight_offers_nothing() {
         for state in [StepState::Running, StepState::Invoking] {
             assert!(permitted_actions(&facts(state, &idempotent(), None)).is_empty());
@@ -420,7 +445,11 @@ mod tests {
                 looked_after_sent_ms: u64::MAX,
             }),
         ];
-        for state in StepState::ALL {
+        // Every state in which a request may have left: an unsent step never sent one.
+        for state in StepState::ALL
+            .into_iter()
+            .filter(|s| *s != StepState::Unsent)
+        {
             for lookup in &lookups {
                 let f = facts(state, &c, lookup.as_ref());
                 assert!(

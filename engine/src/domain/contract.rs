@@ -42,10 +42,33 @@ pub struct SideEffectContract {
     pub retryable_rejections: Vec<String>,
     /// How long a call may take before its outcome is unknown.
     pub deadline_ms: u64,
+    /// How often a step is sent again while each attempt fails before any effect; the
+    /// worker's own schedule when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetrySchedule>,
     /// How long the destination keeps idempotency keys, when it forgets them (absent: as long
     /// as it keeps the effect). Past it less `REPLAY_MARGIN`, no same-key replay is made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_retention_ms: Option<u64>,
+}
+
+/// How many attempts a step makes while each fails before any effect, and how long it waits
+/// between them: `backoff_ms`, doubling per attempt, at most `max_backoff_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetrySchedule {
+    pub attempts: u32,
+    pub backoff_ms: u64,
+    pub max_backoff_ms: u64,
+}
+
+impl RetrySchedule {
+    /// How long to wait after attempt `attempt` (1-based) failed before any effect.
+    pub fn backoff_after(&self, attempt: u32) -> u64 {
+        let doublings = attempt.saturating_sub(1).min(20);
+        self.backoff_ms
+            .saturating_mul(1 << doublings)
+            .min(self.max_backoff_ms)
+    }
 }
 
 /// How long before a provider's idempotency retention ends no same-key replay is made, in
@@ -179,6 +202,7 @@ pub(crate) mod fixtures {
             unknown_outcome_policy: UnknownOutcomePolicy::Query,
             retryable_rejections: vec!["rate_limited".into()],
             deadline_ms: 2_000,
+            retry: None,
             idempotency_retention_ms: None,
         }
     }

@@ -26,6 +26,10 @@ pub enum EventKind {
     StepCancelled,
     #[serde(rename = "step.replaced")]
     StepReplaced,
+    #[serde(rename = "step.held")]
+    StepHeld,
+    #[serde(rename = "step.released")]
+    StepReleased,
     #[serde(rename = "incident.opened")]
     IncidentOpened,
     #[serde(rename = "incident.resolved")]
@@ -36,7 +40,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind, in the order a workflow usually meets them.
-    pub const ALL: [EventKind; 11] = [
+    pub const ALL: [EventKind; 13] = [
         EventKind::WorkflowStarted,
         EventKind::WorkflowStateChanged,
         EventKind::StepAttemptEnded,
@@ -45,6 +49,8 @@ impl EventKind {
         EventKind::StepWaived,
         EventKind::StepCancelled,
         EventKind::StepReplaced,
+        EventKind::StepHeld,
+        EventKind::StepReleased,
         EventKind::IncidentOpened,
         EventKind::IncidentResolved,
         EventKind::AlertOpened,
@@ -61,6 +67,8 @@ impl EventKind {
             EventKind::StepWaived => "step.waived",
             EventKind::StepCancelled => "step.cancelled",
             EventKind::StepReplaced => "step.replaced",
+            EventKind::StepHeld => "step.held",
+            EventKind::StepReleased => "step.released",
             EventKind::IncidentOpened => "incident.opened",
             EventKind::IncidentResolved => "incident.resolved",
             EventKind::AlertOpened => "alert.opened",

@@ -13,6 +13,7 @@ pub mod outcome;
 pub mod receipt;
 pub mod recovery;
 mod state;
+pub mod trust;
 pub mod words;
 
 pub use actions::{OperatorAction, Role, StepFacts, permitted_actions, refusal};
@@ -29,3 +30,4 @@ pub use recovery::{
     LookupAnswer, RecoveryDecision, ReviewReason, UnknownOutcomeFacts, decide_after_unknown,
 };
 pub use state::{StepState, WorkflowFacts, WorkflowState};
+pub use trust::{Claim, Operation, Trust, trusted_contract};

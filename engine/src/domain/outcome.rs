@@ -71,6 +71,17 @@ pub enum TransportObservation {
     /// An answer no outcome rule of the adapter recognizes: the outcome is unknown, and a
     /// bounded excerpt of the body is kept as evidence.
     Unmatched { status: u16, excerpt: String },
+    /// An answer the adapter's first matching rule reads as `rejected` or
+    /// `failed_before_effect`, though verification never proved that rule on its failure path
+    /// (docs/DESIGN.md §5): nothing proves that nothing happened, so the outcome is unknown.
+    Unproven {
+        status: u16,
+        /// The rule, as `deliver.outcomes[3]`.
+        rule: String,
+        /// What the rule would have concluded: "failed before effect `bad_gateway`".
+        reads_as: String,
+        excerpt: String,
+    },
     /// The database was restored from a backup taken before this step finished: the live
     /// system may have sent the request after the backup, so nothing here proves it did not.
     Restored,
@@ -99,7 +110,8 @@ impl TransportObservation {
             | TransportObservation::ConnectionLost { .. }
             | TransportObservation::UnexpectedStatus { .. }
             | TransportObservation::UnreadableResponse { .. }
-            | TransportObservation::Unmatched { .. } => AttemptOutcome::OutcomeUnknown,
+            | TransportObservation::Unmatched { .. }
+            | TransportObservation::Unproven { .. } => AttemptOutcome::OutcomeUnknown,
         }
     }
 
@@ -119,6 +131,7 @@ impl TransportObservation {
             | TransportObservation::UnexpectedStatus { .. }
             | TransportObservation::UnreadableResponse { .. }
             | TransportObservation::Unmatched { .. }
+            | TransportObservation::Unproven { .. }
             | TransportObservation::WorkerLost { during_call: true }
             | TransportObservation::Restored => false,
         }
@@ -174,6 +187,14 @@ impl TransportObservation {
             }
             TransportObservation::Unmatched { status, excerpt } => format!(
                 "The destination answered {status}, which no outcome rule of the adapter recognizes: {excerpt}"
+            ),
+            TransportObservation::Unproven {
+                status,
+                rule,
+                reads_as,
+                excerpt,
+            } => format!(
+                "The destination answered {status}, which the adapter's rule {rule} reads as {reads_as}; verification never proved that rule, so the outcome is unknown: {excerpt}"
             ),
             TransportObservation::Restored => {
                 "The database was restored from a backup: the live system may have sent this request after the backup was taken.".to_owned()

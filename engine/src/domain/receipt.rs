@@ -51,6 +51,7 @@ impl ReceiptMethod {
             | TransportObservation::UnexpectedStatus { .. }
             | TransportObservation::UnreadableResponse { .. }
             | TransportObservation::Unmatched { .. }
+            | TransportObservation::Unproven { .. }
             | TransportObservation::Restored
             | TransportObservation::WorkerLost { .. } => None,
         }

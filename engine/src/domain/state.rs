@@ -90,6 +90,9 @@ pub enum StepState {
     Blocked,
     /// May be claimed by a worker.
     Ready,
+    /// Claimed, but its adapter may send nothing now (its version is not verified): it waits,
+    /// unsent and uncounted, until the adapter may send again (docs/DESIGN.md §5).
+    Held,
     /// Leased by a worker that has not yet persisted a request identity.
     Running,
     /// The request identity is durable and the call may be in flight.
@@ -98,6 +101,9 @@ pub enum StepState {
     OutcomeUnknown,
     /// The outcome cannot be verified automatically: a person must decide.
     ReviewRequired,
+    /// Every attempt failed before any effect and no further automatic attempt follows: nothing
+    /// was sent, and a person decides whether to try again.
+    Unsent,
     /// A receipt proves the effect.
     Succeeded,
     /// A person accepted the residual uncertainty; a waiver names it.
@@ -110,13 +116,15 @@ pub enum StepState {
 
 impl StepState {
     /// Every state.
-    pub const ALL: [StepState; 10] = [
+    pub const ALL: [StepState; 12] = [
         StepState::Blocked,
         StepState::Ready,
+        StepState::Held,
         StepState::Running,
         StepState::Invoking,
         StepState::OutcomeUnknown,
         StepState::ReviewRequired,
+        StepState::Unsent,
         StepState::Succeeded,
         StepState::Waived,
         StepState::Rejected,
@@ -128,14 +136,34 @@ impl StepState {
         match self {
             StepState::Blocked => "Waiting for an earlier step",
             StepState::Ready => "Ready",
+            StepState::Held => "Held: its adapter may not send",
             StepState::Running => "Starting",
             StepState::Invoking => "Waiting for the destination",
             StepState::OutcomeUnknown => "Outcome unknown; checking",
             StepState::ReviewRequired => "Review required",
+            StepState::Unsent => "Not sent; review required",
             StepState::Succeeded => "Succeeded",
             StepState::Waived => "Waived",
             StepState::Rejected => "Rejected by the destination",
             StepState::Cancelled => "Cancelled",
+        }
+    }
+
+    /// What the time since the step began waiting measures, in its state's words: never
+    /// "unknown" for a step whose truth is known (rejected, or never sent).
+    pub fn waiting_since_label(self) -> &'static str {
+        match self {
+            StepState::Rejected => "rejected since",
+            StepState::Unsent => "not sent; waiting since",
+            StepState::OutcomeUnknown | StepState::ReviewRequired => "outcome unknown since",
+            StepState::Blocked
+            | StepState::Ready
+            | StepState::Held
+            | StepState::Running
+            | StepState::Invoking
+            | StepState::Succeeded
+            | StepState::Waived
+            | StepState::Cancelled => "waiting since",
         }
     }
 
@@ -148,10 +176,12 @@ impl StepState {
             | StepState::Cancelled => true,
             StepState::Blocked
             | StepState::Ready
+            | StepState::Held
             | StepState::Running
             | StepState::Invoking
             | StepState::OutcomeUnknown
-            | StepState::ReviewRequired => false,
+            | StepState::ReviewRequired
+            | StepState::Unsent => false,
         }
     }
 }

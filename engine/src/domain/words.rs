@@ -76,6 +76,13 @@ pub fn status_sentence(
             &words.waiting,
             format!("Request recorded; {} has not started", noun.to_lowercase()),
         ),
+        (StepState::Held, DuplicateStatus::None) => {
+            format!("{noun} is waiting: sending to {} is paused", words.service)
+        }
+        (StepState::Unsent, DuplicateStatus::None) => format!(
+            "{noun} was not sent: {} could not take the request; review required",
+            words.service
+        ),
         (StepState::Running | StepState::Invoking, DuplicateStatus::None) => {
             or(&words.in_flight, format!("Waiting for {}", words.service))
         }
@@ -240,6 +247,20 @@ mod tests {
         assert_eq!(
             delivery_sentence(StepState::ReviewRequired, None, DuplicateStatus::None),
             "Delivery status cannot be verified automatically; review required"
+        );
+    }
+
+    #[test]
+    fn a_step_that_was_never_sent_never_reads_as_unknown() {
+        for state in [StepState::Held, StepState::Unsent] {
+            let sentence = delivery_sentence(state, None, DuplicateStatus::None);
+            assert!(!sentence.contains("unknown"), "{sentence}");
+            assert!(!sentence.contains("cannot be verified"), "{sentence}");
+            assert!(!sentence.contains("may have"), "{sentence}");
+        }
+        assert_eq!(
+            delivery_sentence(StepState::Unsent, None, DuplicateStatus::None),
+            "Delivery was not sent: the delivery service could not take the request; review required"
         );
     }
 

@@ -223,6 +223,9 @@ fn counters_of(event: &Event) -> Vec<Counter> {
         Some(EventKind::AlertOpened) => {
             vec![("z29c_alerts_opened_total", vec![("rule", text("rule"))])]
         }
+        Some(EventKind::StepHeld) => {
+            vec![("z29c_steps_held_total", vec![("adapter", text("adapter"))])]
+        }
         // Counted by none of the metrics: a workflow's start shows in its transitions, the
         // rest in the recovery paths of the steps they concern. A kind this version does not
         // know (written by a newer one) counts nothing either.
@@ -230,6 +233,7 @@ fn counters_of(event: &Event) -> Vec<Counter> {
             EventKind::WorkflowStarted
             | EventKind::StepCancelled
             | EventKind::StepReplaced
+            | EventKind::StepReleased
             | EventKind::IncidentOpened
             | EventKind::IncidentResolved,
         )

@@ -82,45 +82,54 @@ impl Evidence {
     }
 }
 
-/// What the adapter's contract suite proved, and whether production contradicted it since.
+/// What verification proved of the adapter's current version, claim by claim, and whether
+/// production contradicted a claim since (docs/DESIGN.md §5).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AdapterTrust {
     /// The adapter's current version (its file or registration).
     pub version: i32,
-    /// The version whose suite passed, if any; claims are used only when it is `version`.
+    /// The version that passed verification last; the adapter sends only when it is `version`.
     pub verified_version: Option<i32>,
     pub verified_at: Option<DateTime<Utc>>,
-    /// The sandbox (or live destination) the suite ran against.
+    /// The sandbox (or live destination) verification ran against.
     pub verified_against: Option<String>,
-    /// Why the adapter was demoted to review, if a contradiction was seen in production.
+    /// The contradiction production saw, if it refuted a claim since.
     pub demoted: Option<String>,
-    /// Each claim the suite proved for the verified version.
-    pub claims: Vec<String>,
+    /// Each claim of the current version, with its trust and evidence.
+    pub claims: Vec<crate::store::adapter::ClaimRow>,
 }
 
 impl AdapterTrust {
-    /// One sentence: how the claims were verified, or why they are not used.
+    /// Whether the current version may send (it passed verification).
+    pub fn may_send(&self) -> bool {
+        self.verified_version == Some(self.version)
+    }
+
+    /// One sentence: how the version was verified, or why it sends nothing.
     pub fn sentence(&self) -> String {
-        if let Some(reason) = &self.demoted {
-            return format!(
-                "Demoted to review: {reason}. Every unknown outcome goes to a person until the contract suite passes again (z29c adapter verify)."
-            );
-        }
-        match (
-            self.verified_version,
-            &self.verified_against,
-            self.verified_at,
-        ) {
-            (Some(v), against, Some(at)) if v == self.version => format!(
-                "Verified: version {v}'s contract suite passed{} at {}.",
+        let refuted = self
+            .claims
+            .iter()
+            .filter(|c| c.trust == crate::domain::Trust::Refuted)
+            .count();
+        match (self.may_send(), &self.verified_against, self.verified_at) {
+            (true, against, Some(at)) => format!(
+                "Verified: version {} passed verification{} at {}{}.",
+                self.version,
                 against
                     .as_deref()
                     .map(|a| format!(" against {a}"))
                     .unwrap_or_default(),
-                at.format("%Y-%m-%d %H:%M UTC")
+                at.format("%Y-%m-%d %H:%M UTC"),
+                match (refuted, &self.demoted) {
+                    (0, _) => String::new(),
+                    (_, Some(reason)) =>
+                        format!("; since then {reason}, and that claim permits nothing"),
+                    (n, None) => format!("; {n} refuted claim(s) permit nothing"),
+                }
             ),
             _ => format!(
-                "Not verified: version {} has not passed its contract suite, so its unknown outcomes go to review (z29c adapter verify).",
+                "Not verified: version {} has not passed verification, so it sends nothing and its steps wait (z29c adapter verify).",
                 self.version
             ),
         }
@@ -153,8 +162,7 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
     let Some(s) = sqlx::query!(
         r#"select s.id, s.workflow_id, w.creation_key, s.logical, w.definition_name, s.definition_version,
                   s.state as "state: StepState", s.adapter, a.contract as "contract?", s.request_key,
-                  a.contract_version as "contract_version?", a.verified_version, a.verified_at as "verified_at: DateTime<Utc>",
-                  a.verified_against, a.verified_claims, a.demoted_reason, s.unknown_since as "unknown_since: DateTime<Utc>",
+                  s.unknown_since as "unknown_since: DateTime<Utc>",
                   q.summary ->> 'digest' as content_digest, q.input_digest as "input_digest?", q.summary as "summary?",
                   q.first_sent_at as "first_sent_at: DateTime<Utc>", q.last_sent_at as "last_sent_at: DateTime<Utc>",
                   (extract(epoch from now() - q.first_sent_at) * 1000)::bigint as key_age_ms,
@@ -181,6 +189,10 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
         &lineage.input,
     )
     .await?;
+    let trust = match &s.adapter {
+        Some(adapter) => adapter_trust(pool, adapter).await?,
+        None => None,
+    };
     Ok(Some(Evidence {
         step_id: s.id,
         workflow_id: s.workflow_id,
@@ -190,14 +202,7 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
         state: s.state,
         adapter: s.adapter,
         contract: s.contract.and_then(|c| serde_json::from_value(c).ok()),
-        trust: s.contract_version.map(|version| AdapterTrust {
-            version,
-            verified_version: s.verified_version,
-            verified_at: s.verified_at,
-            verified_against: s.verified_against,
-            demoted: s.demoted_reason,
-            claims: claims_of(s.verified_claims),
-        }),
+        trust,
         receipt: match (s.receipt_method, s.receipt_reference, s.receipt_at) {
             (Some(m), Some(r), Some(at)) => Some((m, r, at)),
             _ => None,
@@ -230,11 +235,27 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
     }))
 }
 
-/// The claims a verification stored (`verified_claims`).
-fn claims_of(stored: Option<Value>) -> Vec<String> {
-    stored
-        .and_then(|c| serde_json::from_value(c).ok())
-        .unwrap_or_default()
+/// What verification proved of adapter `name`'s current version, claim by claim.
+async fn adapter_trust(pool: &PgPool, name: &str) -> sqlx::Result<Option<AdapterTrust>> {
+    let Some(a) = sqlx::query!(
+        r#"select contract_version, verified_version, verified_at as "verified_at: DateTime<Utc>",
+                  verified_against, demoted_reason
+           from adapter where name = $1"#,
+        name
+    )
+    .fetch_optional(pool)
+    .await?
+    else {
+        return Ok(None);
+    };
+    Ok(Some(AdapterTrust {
+        version: a.contract_version,
+        verified_version: a.verified_version,
+        verified_at: a.verified_at,
+        verified_against: a.verified_against,
+        demoted: a.demoted_reason,
+        claims: crate::store::adapter::claims(pool, name).await?,
+    }))
 }
 
 /// Whom the workflow acts on and what the step's effect is called, in its definition's words.

@@ -24,7 +24,7 @@ pub(super) async fn check_destination(
     holder: &str,
     now: Option<DateTime<Utc>>,
 ) -> Result<Done, ActionError> {
-    let adapters = Adapters::load(pool).await?;
+    let adapters = std::sync::Arc::new(Adapters::load(pool).await?);
     let contract = locked
         .contract
         .clone()
@@ -41,7 +41,7 @@ pub(super) async fn check_destination(
         })?;
     tx.commit().await?;
     let answer =
-        crate::worker::lookup::check_destination(pool, &adapters, &leased, &holder, lease, now)
+        crate::worker::lookup::check_destination(pool, adapters, &leased, &holder, lease, now)
             .await?;
     Ok(Done {
         message: answer_in_words(answer, &contract, now.unwrap_or_else(Utc::now)),

@@ -1,70 +1,111 @@
-//! The adapters Z29C may call, with the contracts their suites verified.
+//! The adapters Z29C may call, and what verification proved of each claim of their current
+//! version (docs/DESIGN.md §5): `declared` is what the file says, `contract` what the engine
+//! acts on — the declared contract cut down to the verified claims.
 
 use sqlx::{Executor, PgConnection, Postgres};
 
-use crate::domain::SideEffectContract;
+use crate::domain::{Claim, SideEffectContract, Trust, trusted_contract};
 
 /// An adapter as registered.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AdapterRow {
     pub name: String,
     pub base_url: String,
-    /// The contract the engine trusts it with now (see `store_file`, `mark_verified`).
+    /// The contract the engine acts on: the declared one cut down to the verified claims.
     pub contract: SideEffectContract,
     pub contract_version: i32,
     /// The adapter file of the current version, for an adapter applied from one.
     pub source: Option<String>,
+    /// The version that passed verification last; the adapter sends only when it is current.
     pub verified_version: Option<i32>,
     pub verified_against: Option<String>,
     pub demoted_reason: Option<String>,
+    /// The claims of the current version that verification proved.
+    pub verified: Vec<Claim>,
 }
 
-/// Registers `name` or replaces its URL and contract, verified by the caller's contract suite
-/// (`z29c adapter add`); a changed contract or URL bumps its version (recovery refuses to act
-/// on a request sent under another version).
-pub async fn upsert<'e, E>(
-    executor: E,
+impl AdapterRow {
+    /// Whether the current version passed verification: only then does it send anything.
+    pub fn may_send(&self) -> bool {
+        self.verified_version == Some(self.contract_version)
+    }
+}
+
+/// One claim of an adapter's current version, and what was found of it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ClaimRecord {
+    pub claim: Claim,
+    pub trust: Trust,
+    /// What proved or refuted it; for a refuted claim, the contradiction.
+    pub evidence: String,
+    /// Each check that bore on it: `{"check", "verdict", "detail"}`.
+    pub checks: serde_json::Value,
+    /// The sandbox verification ran against; `None` for a contradiction seen in production.
+    pub against: Option<String>,
+}
+
+/// Registers protocol adapter `name` at `base_url` with every claim of `claims` verified by
+/// whoever calls this (`z29c adapter add` after its suite, the harness, tests), replacing its
+/// URL and contract; a changed contract or URL bumps its version (recovery refuses to act on a
+/// request sent under another version). Returns the version.
+pub async fn upsert(
+    conn: &mut PgConnection,
     name: &str,
     base_url: &str,
     contract: &SideEffectContract,
-) -> sqlx::Result<i32>
-where
-    E: Executor<'e, Database = Postgres>,
-{
-    let contract = serde_json::to_value(contract).expect("a contract serializes");
-    sqlx::query_scalar!(
-        r#"insert into adapter (name, base_url, contract, contract_version, verified_at, verified_version)
-           values ($1, $2, $3, 1, now(), 1)
+    claims: &[Claim],
+) -> sqlx::Result<i32> {
+    let declared = serde_json::to_value(contract).expect("a contract serializes");
+    let version = sqlx::query_scalar!(
+        r#"insert into adapter (name, base_url, declared, contract, contract_version, verified_at, verified_version)
+           values ($1, $2, $3, $3, 1, now(), 1)
            on conflict (name) do update
               set base_url = excluded.base_url,
-                  contract = excluded.contract,
+                  declared = excluded.declared,
+                  contract = excluded.declared,
                   verified_at = now(),
                   demoted_at = null,
                   demoted_reason = null,
+                  source = null,
                   contract_version = adapter.contract_version
-                      + case when adapter.contract = excluded.contract
+                      + case when adapter.declared = excluded.declared and adapter.source is null
                                   and adapter.base_url = excluded.base_url then 0 else 1 end,
                   verified_version = adapter.contract_version
-                      + case when adapter.contract = excluded.contract
+                      + case when adapter.declared = excluded.declared and adapter.source is null
                                   and adapter.base_url = excluded.base_url then 0 else 1 end
            returning contract_version"#,
         name,
         base_url,
-        contract,
+        declared,
     )
-    .fetch_one(executor)
-    .await
+    .fetch_one(&mut *conn)
+    .await?;
+    let records: Vec<ClaimRecord> = claims
+        .iter()
+        .map(|claim| ClaimRecord {
+            claim: claim.clone(),
+            trust: Trust::Verified,
+            evidence: "registered as verified".to_owned(),
+            checks: serde_json::json!([]),
+            against: Some(base_url.to_owned()),
+        })
+        .collect();
+    keep_claims(conn, name, version, &records).await?;
+    Ok(version)
 }
 
-/// Every registered adapter.
+/// Every registered adapter, with the claims of its current version that were verified.
 pub async fn all<'e, E>(executor: E) -> sqlx::Result<Vec<AdapterRow>>
 where
     E: Executor<'e, Database = Postgres>,
 {
     let rows = sqlx::query!(
-        r#"select name, base_url, contract, contract_version, source, verified_version,
-                  verified_against, demoted_reason
-           from adapter order by name"#
+        r#"select a.name, a.base_url, a.contract, a.contract_version, a.source, a.verified_version,
+                  a.verified_against, a.demoted_reason,
+                  array(select c.claim from adapter_claim c
+                        where c.adapter = a.name and c.version = a.contract_version
+                          and c.trust = 'verified' order by c.claim) as "verified!"
+           from adapter a order by a.name"#
     )
     .fetch_all(executor)
     .await?;
@@ -80,9 +121,20 @@ where
                 verified_version: r.verified_version,
                 verified_against: r.verified_against,
                 demoted_reason: r.demoted_reason,
+                verified: r.verified.iter().filter_map(|c| Claim::parse(c)).collect(),
             })
         })
         .collect()
+}
+
+/// The names of every registered adapter.
+pub async fn names<'e, E>(executor: E) -> sqlx::Result<Vec<String>>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    sqlx::query_scalar!("select name from adapter order by name")
+        .fetch_all(executor)
+        .await
 }
 
 /// What storing an adapter file did.
@@ -96,19 +148,18 @@ pub enum FileStored {
     Unchanged { version: i32 },
 }
 
-/// An adapter file to store: the contract it declares, and the one the engine uses until that
-/// version is verified (the declared one with unknown outcomes sent to review).
+/// An adapter file to store, with the contract it declares.
 pub struct AdapterFile<'a> {
     pub name: &'a str,
     pub base_url: &'a str,
     pub source: &'a str,
     pub declared: &'a SideEffectContract,
-    pub unverified: &'a SideEffectContract,
     pub applied_by: &'a str,
 }
 
 /// Stores `file` as a new adapter or a new version of one; every version is kept. A new
-/// version is unverified: its suite must pass (`mark_verified`) before its claims are used.
+/// version has proven nothing: it sends nothing until verification passes
+/// ([`record_verification`]), and its contract is the declared one with no claim counted.
 pub async fn store_file(
     conn: &mut PgConnection,
     file: &AdapterFile<'_>,
@@ -120,7 +171,8 @@ pub async fn store_file(
     .fetch_optional(&mut *conn)
     .await?;
     let declared = serde_json::to_value(file.declared).expect("a contract serializes");
-    let unverified = serde_json::to_value(file.unverified).expect("a contract serializes");
+    let unproven = serde_json::to_value(trusted_contract(file.declared, |_| false))
+        .expect("a contract serializes");
     let (version, stored) = match current {
         Some(row) if row.source.as_deref() == Some(file.source) => {
             return Ok(FileStored::Unchanged {
@@ -130,12 +182,13 @@ pub async fn store_file(
         Some(row) => {
             let version = row.contract_version + 1;
             sqlx::query!(
-                r#"update adapter set base_url = $2, contract = $3, contract_version = $4, source = $5,
-                                      demoted_at = null, demoted_reason = null
+                r#"update adapter set base_url = $2, declared = $3, contract = $4, contract_version = $5,
+                                      source = $6, demoted_at = null, demoted_reason = null
                    where name = $1"#,
                 file.name,
                 file.base_url,
-                unverified,
+                declared,
+                unproven,
                 version,
                 file.source,
             )
@@ -145,11 +198,12 @@ pub async fn store_file(
         }
         None => {
             sqlx::query!(
-                r#"insert into adapter (name, base_url, contract, contract_version, source)
-                   values ($1, $2, $3, 1, $4)"#,
+                r#"insert into adapter (name, base_url, declared, contract, contract_version, source)
+                   values ($1, $2, $3, $4, 1, $5)"#,
                 file.name,
                 file.base_url,
-                unverified,
+                declared,
+                unproven,
                 file.source,
             )
             .execute(&mut *conn)
@@ -185,72 +239,213 @@ where
     Ok(row.and_then(|r| r.source.map(|s| (s, r.contract_version))))
 }
 
-/// Records that version `version` of `name` passed its contract suite against `against`, with
-/// the claims it checked: its declared contract is used from now on. False when another
-/// version is current by now.
-pub async fn mark_verified<'e, E>(
-    executor: E,
+/// Records what a verification of version `version` of `name` against `against` found of each
+/// claim, and, when it `passed`, that the version may send: its held steps are released. A
+/// claim the run could not check keeps what an earlier run found; a conclusive finding replaces
+/// it. The trusted contract is worked out again from the verified claims. False when another
+/// version is current by now (nothing is recorded).
+pub async fn record_verification(
+    conn: &mut PgConnection,
     name: &str,
     version: i32,
     against: &str,
-    claims: &[&str],
-) -> sqlx::Result<bool>
+    claims: &[ClaimRecord],
+    passed: bool,
+) -> sqlx::Result<bool> {
+    let current = sqlx::query_scalar!(
+        "select contract_version from adapter where name = $1 for update",
+        name
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    if current != Some(version) {
+        return Ok(false);
+    }
+    keep_claims(conn, name, version, claims).await?;
+    if passed {
+        sqlx::query!(
+            r#"update adapter set verified_version = $2, verified_at = now(), verified_against = $3,
+                                  demoted_at = null, demoted_reason = null
+               where name = $1"#,
+            name,
+            version,
+            against,
+        )
+        .execute(&mut *conn)
+        .await?;
+        super::held::release(conn, Some(name)).await?;
+    }
+    Ok(true)
+}
+
+/// Stores `claims` for `version` (an inconclusive one never replaces a conclusive finding) and
+/// works the trusted contract out again.
+async fn keep_claims(
+    conn: &mut PgConnection,
+    name: &str,
+    version: i32,
+    claims: &[ClaimRecord],
+) -> sqlx::Result<()> {
+    let rows = serde_json::to_value(
+        claims
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "claim": c.claim.id(), "trust": c.trust, "evidence": c.evidence,
+                    "checks": c.checks, "against": c.against,
+                })
+            })
+            .collect::<Vec<_>>(),
+    )
+    .expect("claims serialize");
+    sqlx::query!(
+        r#"insert into adapter_claim (adapter, version, claim, trust, checks, evidence, against)
+           select $1, $2, t.claim, t.trust::claim_trust, t.checks, t.evidence, t.against
+           from jsonb_to_recordset($3) as t(claim text, trust text, checks jsonb, evidence text, against text)
+           on conflict (adapter, version, claim) do update
+              set trust = excluded.trust, checks = excluded.checks, evidence = excluded.evidence,
+                  against = excluded.against, decided_at = now()
+              where excluded.trust <> 'unverified'"#,
+        name,
+        version,
+        rows,
+    )
+    .execute(&mut *conn)
+    .await?;
+    retrust(conn, name).await
+}
+
+/// Works out the contract the engine acts on from the declared one and the verified claims of
+/// the current version.
+async fn retrust(conn: &mut PgConnection, name: &str) -> sqlx::Result<()> {
+    let row = sqlx::query!(
+        r#"select a.declared,
+                  array(select c.claim from adapter_claim c
+                        where c.adapter = a.name and c.version = a.contract_version
+                          and c.trust = 'verified') as "verified!"
+           from adapter a where a.name = $1"#,
+        name
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let declared: SideEffectContract =
+        serde_json::from_value(row.declared).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+    let verified: Vec<Claim> = row
+        .verified
+        .iter()
+        .filter_map(|c| Claim::parse(c))
+        .collect();
+    let trusted = trusted_contract(&declared, |claim| verified.contains(claim));
+    sqlx::query!(
+        "update adapter set contract = $2 where name = $1",
+        name,
+        serde_json::to_value(trusted).expect("a contract serializes"),
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// The claims of `name`'s current version, in the order of their ids.
+pub async fn claims<'e, E>(executor: E, name: &str) -> sqlx::Result<Vec<ClaimRow>>
 where
     E: Executor<'e, Database = Postgres>,
 {
-    let claims = serde_json::Value::from(claims.to_vec());
-    let updated = sqlx::query!(
-        r#"update adapter a
-              set contract = v.contract, verified_at = now(), verified_version = v.version,
-                  verified_against = $3, verified_claims = $4, demoted_at = null, demoted_reason = null
-             from adapter_version v
-            where a.name = $1 and a.contract_version = $2 and v.name = a.name and v.version = $2"#,
-        name,
-        version,
-        against,
-        claims,
+    let rows = sqlx::query!(
+        r#"select c.claim, c.trust as "trust: Trust", c.evidence, c.checks, c.against,
+                  c.decided_at as "decided_at: chrono::DateTime<chrono::Utc>"
+           from adapter_claim c join adapter a on a.name = c.adapter and a.contract_version = c.version
+           where c.adapter = $1 order by c.claim"#,
+        name
     )
-    .execute(executor)
+    .fetch_all(executor)
     .await?;
-    Ok(updated.rows_affected() == 1)
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| {
+            Some(ClaimRow {
+                claim: Claim::parse(&r.claim)?,
+                trust: r.trust,
+                evidence: r.evidence,
+                checks: r.checks,
+                against: r.against,
+                decided_at: r.decided_at,
+            })
+        })
+        .collect())
 }
 
-/// The claim a contradiction seen in production disproves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Contradicted {
-    /// Two references for one key at an adapter declared idempotent.
-    IdempotencyKey,
-    /// A lookup found the key under another digest at an adapter declaring a lookup.
-    Lookup,
+/// A stored claim, as pages and the API show it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ClaimRow {
+    pub claim: Claim,
+    pub trust: Trust,
+    pub evidence: String,
+    pub checks: serde_json::Value,
+    pub against: Option<String>,
+    pub decided_at: chrono::DateTime<chrono::Utc>,
 }
 
-/// Demotes the adapter of `step` to review when it declared the contradicted claim: its unknown
-/// outcomes go to a person until its suite passes again (docs/DESIGN.md §16). Returns the
-/// adapter's name when this call demoted it.
-pub async fn demote_for_step(
+/// Records that production contradicted `claim` of the adapter of `step` (two references for
+/// one key, a lookup finding the key under another digest): the claim is refuted for the
+/// current version with `evidence`, it permits nothing from now on, and the adapter is marked
+/// demoted (the `adapter_demoted` alert). Returns the adapter's name when this refuted it.
+pub async fn refute_for_step(
     conn: &mut PgConnection,
     step: uuid::Uuid,
-    contradicted: Contradicted,
-    reason: &str,
+    claim: Claim,
+    evidence: &str,
 ) -> sqlx::Result<Option<String>> {
-    let claim = match contradicted {
-        Contradicted::IdempotencyKey => "accepts_idempotency_key",
-        Contradicted::Lookup => "query_by_client_reference",
-    };
-    sqlx::query_scalar!(
-        r#"update adapter a
-              set contract = jsonb_set(a.contract, '{unknown_outcome_policy}', '"review"'),
-                  demoted_at = now(), demoted_reason = $3
-             from step s
-            where s.id = $1 and a.name = s.adapter and a.demoted_at is null
-              and (a.contract ->> $2)::boolean
-           returning a.name"#,
-        step,
-        claim,
-        reason,
+    let Some(adapter) = sqlx::query!(
+        r#"select a.name, a.contract_version, a.declared from step s join adapter a on a.name = s.adapter
+           where s.id = $1 for update of a"#,
+        step
     )
-    .fetch_optional(conn)
-    .await
+    .fetch_optional(&mut *conn)
+    .await?
+    else {
+        return Ok(None);
+    };
+    // Only a claim the file made can be refuted: a duplicate after an operator's authorized
+    // attempt at an opaque adapter contradicts nothing it said.
+    let declared: SideEffectContract =
+        serde_json::from_value(adapter.declared).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+    let made = match claim {
+        Claim::IdempotencyKey => declared.accepts_idempotency_key,
+        Claim::Lookup => declared.query_by_client_reference,
+        _ => true,
+    };
+    if !made {
+        return Ok(None);
+    }
+    let already = sqlx::query_scalar!(
+        r#"select exists(select 1 from adapter_claim where adapter = $1 and version = $2
+                         and claim = $3 and trust = 'refuted') as "refuted!""#,
+        adapter.name,
+        adapter.contract_version,
+        claim.id(),
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    if already {
+        return Ok(None);
+    }
+    let record = ClaimRecord {
+        claim,
+        trust: Trust::Refuted,
+        evidence: evidence.to_owned(),
+        checks: serde_json::json!([{ "check": "production", "verdict": "contradicted", "detail": evidence }]),
+        against: None,
+    };
+    keep_claims(conn, &adapter.name, adapter.contract_version, &[record]).await?;
+    sqlx::query!(
+        "update adapter set demoted_at = now(), demoted_reason = $2 where name = $1",
+        adapter.name,
+        evidence,
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(Some(adapter.name))
 }
 
 /// A text that changes whenever any adapter is added or changes version, contract or trust.
@@ -259,9 +454,14 @@ where
     E: Executor<'e, Database = Postgres>,
 {
     sqlx::query_scalar!(
-        r#"select coalesce(string_agg(name || ':' || contract_version || ':' || md5(contract::text),
+        r#"select coalesce(string_agg(name || ':' || contract_version || ':' || md5(contract::text)
+                                      || ':' || coalesce(verified_version, 0)
+                                      || ':' || coalesce(verified_at::text, '')
+                                      || ':' || coalesce(demoted_at::text, '')
+                                      || ':' || coalesce((select max(c.decided_at)::text from adapter_claim c
+                                                          where c.adapter = a.name), ''),
                                       ',' order by name), '') as "fingerprint!"
-           from adapter"#
+           from adapter a"#
     )
     .fetch_one(executor)
     .await

@@ -17,6 +17,9 @@ pub struct Due {
     pub step: Claimed,
     /// What its request may read of its dependencies (`store::step::dependency_facts`).
     pub facts: Value,
+    /// Its adapter's current version, and whether that version may send (it passed
+    /// verification); `None` for a pure step.
+    pub adapter: Option<(i32, bool)>,
 }
 
 /// Locks up to `limit` due steps (ready, or outcome unknown and due for recovery) whose lease
@@ -40,7 +43,9 @@ pub async fn claim_due(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<
                                   'request_key', r.request_key))), '{}')
                    from step p left join receipt r on r.id = p.receipt_id
                    where p.workflow_id = s.workflow_id and p.state = 'succeeded'
-                     and s.state = 'ready') as "facts!"
+                     and s.state = 'ready') as "facts!",
+                  a.contract_version as "adapter_version?",
+                  coalesce(a.verified_version = a.contract_version, false) as "may_send!"
            from step_ready q
            -- One primary-key probe per queue row, in queue order, until the batch is full: the
            -- fence (`offset 0`) keeps the planner from hash-joining the queue against every
@@ -52,6 +57,7 @@ pub async fn claim_due(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<
                offset 0
            ) s
            join workflow w on w.id = s.workflow_id
+           left join adapter a on a.name = s.adapter
            where q.run_after <= now()
            order by q.run_after
            limit $1
@@ -81,8 +87,23 @@ pub async fn claim_due(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<
                 attempt: None,
             },
             facts: r.facts,
+            adapter: r.adapter_version.map(|version| (version, r.may_send)),
         })
         .collect())
+}
+
+/// Puts claimed steps off for `secs` without taking them: a step this worker cannot send now
+/// (its adapter's file does not build here) waits in the queue for a worker that can.
+pub async fn postpone(conn: &mut PgConnection, steps: &[Uuid], secs: f64) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"update step set run_after = now() + make_interval(secs => $2), updated_at = now()
+           where id = any($1) and lease_holder is null"#,
+        steps,
+        secs,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 /// How one locked step is taken into the batch.

@@ -101,10 +101,14 @@ pub async fn settle(
                on conflict (attempt_id) where outcome is not null do nothing
                returning attempt_id
            ), settled as (
-               update step s set state = r.next, receipt_id = coalesce(r.receipt_id, s.receipt_id),
+               update step s set state = case when r.next = 'unsent' and exists (
+                                             select 1 from attempt a where a.step_id = s.id
+                                             and a.outcome in ('outcome_unknown', 'succeeded'))
+                                           then 'review_required'::step_state else r.next end,
+                      receipt_id = coalesce(r.receipt_id, s.receipt_id),
                       output = coalesce(r.output, s.output), lease_holder = null, lease_id = null,
                       run_after = now() + make_interval(secs => r.delay_ms / 1000.0),
-                      unknown_since = case when r.next in ('outcome_unknown', 'review_required', 'rejected')
+                      unknown_since = case when r.next in ('outcome_unknown', 'review_required', 'unsent', 'rejected')
                                            then coalesce(s.unknown_since, now()) end,
                       updated_at = now()
                from r join held h on h.id = r.step
@@ -160,10 +164,10 @@ pub async fn announce(
                    with ordinality as e(event_id, workflow_id, kind, payload, ord)
            ), steps as (
                select s.workflow_id,
-                      coalesce(bool_or(s.state in ('review_required', 'rejected')), false) as needs_review,
+                      coalesce(bool_or(s.state in ('review_required', 'unsent', 'rejected')), false) as needs_review,
                       coalesce(bool_and(s.state in ('succeeded', 'waived')), false) as all_done,
                       coalesce(bool_or(s.state = 'cancelled'), false) as cancelled,
-                      coalesce(bool_or(s.state not in ('ready', 'blocked')), false) as started
+                      coalesce(bool_or(s.state not in ('ready', 'held', 'blocked')), false) as started
                from step s
                where s.workflow_id = any($5)
                  and not exists (select 1 from step r where r.replaces_step_id = s.id)

@@ -5,8 +5,7 @@ use serde_json::Value;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::adapter::Contradicted;
-use crate::domain::{EventKind, IncidentKind};
+use crate::domain::{Claim, EventKind, IncidentKind};
 
 /// The step's open incident of `kind`, opened now
 /// (and announced as `incident.opened`) unless one is open already.
@@ -61,11 +60,16 @@ pub async fn open_duplicate_incident(
     references: &[(&str, Option<&str>)],
 ) -> sqlx::Result<Uuid> {
     let incident = open_incident(conn, step, IncidentKind::DuplicateEffect).await?;
-    super::adapter::demote_for_step(
+    let listed: Vec<&str> = references.iter().map(|(r, _)| *r).collect();
+    super::adapter::refute_for_step(
         conn,
         step,
-        Contradicted::IdempotencyKey,
-        "one request key was answered with two references, though the adapter declares an idempotency key",
+        Claim::IdempotencyKey,
+        &format!(
+            "in production one request key was answered with {} references ({})",
+            listed.len(),
+            listed.join(", ")
+        ),
     )
     .await?;
     for (reference, key) in references {
@@ -92,11 +96,13 @@ pub async fn open_digest_conflict(
     evidence: &Value,
 ) -> sqlx::Result<Uuid> {
     let incident = open_incident(conn, step, IncidentKind::DigestConflict).await?;
-    super::adapter::demote_for_step(
+    super::adapter::refute_for_step(
         conn,
         step,
-        Contradicted::Lookup,
-        "a lookup found the request key under another digest",
+        Claim::Lookup,
+        &format!(
+            "in production a lookup found {external_reference} under the request key `{request_key}` with another digest"
+        ),
     )
     .await?;
     sqlx::query!(

@@ -59,9 +59,10 @@ where
         join adapter ad on ad.name = s.adapter
         join attempt earlier on earlier.step_id = later.step_id and earlier.number < later.number
              and earlier.outcome = 'outcome_unknown'
+        -- What the file declares: a claim refuted later did not make earlier retries wrong.
         where later.authorization_id is null
-          and ad.contract ->> 'accepts_idempotency_key' = 'false'
-          and ad.contract ->> 'query_by_client_reference' = 'false'
+          and ad.declared ->> 'accepts_idempotency_key' = 'false'
+          and ad.declared ->> 'query_by_client_reference' = 'false'
 
         union all
         select 'request_key_with_two_digests', q.request_key,
@@ -220,4 +221,23 @@ where
         .into_iter()
         .map(|r| (r.reference, r.rows, r.example))
         .collect())
+}
+
+/// Of `subjects` (step ids, or request keys), those whose step has an integrity incident, open
+/// or resolved: a violation someone has seen already.
+pub async fn seen_in_incidents<'e, E>(executor: E, subjects: &[String]) -> sqlx::Result<Vec<String>>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    sqlx::query_scalar!(
+        r#"select t.subject as "subject!"
+           from unnest($1::text[]) as t(subject)
+           where exists (
+               select 1 from integrity_incident i
+               where i.step_id::text = t.subject
+                  or i.step_id = (select q.step_id from external_request q where q.request_key = t.subject))"#,
+        subjects
+    )
+    .fetch_all(executor)
+    .await
 }

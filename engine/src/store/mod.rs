@@ -12,6 +12,7 @@ pub mod compensation;
 pub mod conclusion;
 pub mod definition;
 pub mod guard;
+pub mod held;
 pub mod incident;
 pub mod incident_resolution;
 pub mod invariant;

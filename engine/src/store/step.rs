@@ -162,6 +162,10 @@ pub enum Settle {
     Unknown { recheck_millis: i64 },
     /// `review_required`: a person decides.
     Review,
+    /// `unsent`: every attempt failed before any effect and none follows on its own; a person
+    /// decides. Where an earlier attempt of the step may have had an effect it is
+    /// `review_required` instead (the database decides, from the step's attempts).
+    Unsent,
     /// `rejected` for good.
     Rejected,
 }
@@ -178,12 +182,17 @@ pub async fn settle(
         Settle::RetryAfter { millis } => (StepState::Ready, millis),
         Settle::Unknown { recheck_millis } => (StepState::OutcomeUnknown, recheck_millis),
         Settle::Review => (StepState::ReviewRequired, 0),
+        Settle::Unsent => (StepState::Unsent, 0),
         Settle::Rejected => (StepState::Rejected, 0),
     };
     let rows = sqlx::query!(
-        r#"update step set state = $3, lease_holder = null, lease_id = null,
+        r#"update step s set state = case when $3::step_state = 'unsent' and exists (
+                                   select 1 from attempt a where a.step_id = s.id
+                                   and a.outcome in ('outcome_unknown', 'succeeded'))
+                                 then 'review_required'::step_state else $3::step_state end,
+                           lease_holder = null, lease_id = null,
                            run_after = now() + make_interval(secs => $4::bigint / 1000.0),
-                           unknown_since = case when $3::step_state in ('outcome_unknown', 'review_required', 'rejected')
+                           unknown_since = case when $3::step_state in ('outcome_unknown', 'review_required', 'unsent', 'rejected')
                                                 then coalesce(unknown_since, now()) end,
                            updated_at = now()
            where id = $1 and ($2::text is null or lease_holder = $2)"#,

@@ -130,10 +130,10 @@ pub async fn set_state(
 pub async fn refresh_state(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<WorkflowState> {
     let row = sqlx::query!(
         r#"select w.state as "current: WorkflowState",
-                  coalesce(bool_or(s.state in ('review_required', 'rejected')), false) as "needs_review!",
+                  coalesce(bool_or(s.state in ('review_required', 'unsent', 'rejected')), false) as "needs_review!",
                   coalesce(bool_and(s.state in ('succeeded', 'waived')), false) as "all_done!",
                   coalesce(bool_or(s.state = 'cancelled'), false) as "cancelled!",
-                  coalesce(bool_or(s.state <> 'ready' and s.state <> 'blocked'), false) as "started!",
+                  coalesce(bool_or(s.state not in ('ready', 'held', 'blocked')), false) as "started!",
                   exists(select 1 from integrity_incident i join step t on t.id = i.step_id
                          where t.workflow_id = w.id and i.resolved_at is null) as "incident!"
            from workflow w

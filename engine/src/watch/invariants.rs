@@ -36,6 +36,18 @@ pub async fn check(pool: &PgPool) -> sqlx::Result<Vec<Violation>> {
     Ok(violations(found))
 }
 
+/// Of `violations`, the ones an integrity incident (open or resolved) already records: a
+/// duplicate Z29C detected itself, say. `z29c check` fails only for the others.
+pub async fn seen(pool: &PgPool, violations: &[Violation]) -> sqlx::Result<Vec<Violation>> {
+    let subjects: Vec<String> = violations.iter().map(|v| v.subject.clone()).collect();
+    let seen = crate::store::invariant::seen_in_incidents(pool, &subjects).await?;
+    Ok(violations
+        .iter()
+        .filter(|v| seen.contains(&v.subject))
+        .cloned()
+        .collect())
+}
+
 /// A periodic pass takes at most one part in `CHECK_SPACING` of the time: the next turn comes
 /// that many times the last pass's length after its start, or one interval, whichever is later
 /// (docs/DESIGN.md §11).

@@ -8,21 +8,39 @@
 use serde_json::Value;
 use uuid::Uuid;
 
+use std::sync::Arc;
+
 use super::work::{Call, Work};
 use super::{Worker, WorkerError, adapter_for, definition_of, request_key};
 use crate::adapter::Adapter;
+use crate::adapter::registry::Adapters;
 use crate::definition::StepKind;
-use crate::domain::{StepState, TransportObservation, UnknownOutcomePolicy};
+use crate::domain::{EventKind, StepState, TransportObservation, UnknownOutcomePolicy};
 use crate::store::attempt::{self, Authority};
 use crate::store::batch::{self, Taken, Taking};
+use crate::store::conclusion;
 use crate::store::step::Claimed;
+
+/// How long a step waits in the queue when its adapter's file does not build in this worker
+/// (a secret not set here), for a worker where it does.
+const NOT_BUILT_HERE_SECS: f64 = 30.0;
 
 /// A due step as the claim judged it, before the batch is taken.
 enum Judged {
-    Pure { step: Claimed, facts: Value },
+    Pure {
+        step: Claimed,
+        facts: Value,
+    },
     Recover(Claimed),
     Call(Box<Call>),
-    Unrunnable { step: Claimed, error: WorkerError },
+    Unrunnable {
+        step: Claimed,
+        error: WorkerError,
+    },
+    /// Its adapter's current version may send nothing: the step waits, held, unsent.
+    Held(Claimed),
+    /// Its adapter does not build in this worker: the step waits for one where it does.
+    Postponed(Claimed),
 }
 
 impl Worker {
@@ -42,32 +60,118 @@ impl Worker {
         } else {
             Vec::new()
         };
+        let mut adapters = self.adapters();
         let mut judged = Vec::with_capacity(due.len());
         for d in due {
-            judged.push(self.judge(&mut tx, d.step, d.facts, &suspensions).await?);
+            judged.push(self.judge(&mut tx, d, &suspensions, &mut adapters).await?);
         }
+        let postponed: Vec<Uuid> = judged
+            .iter()
+            .filter_map(|j| match j {
+                Judged::Postponed(step) => Some(step.id),
+                _ => None,
+            })
+            .collect();
+        if !postponed.is_empty() {
+            batch::postpone(&mut tx, &postponed, NOT_BUILT_HERE_SECS).await?;
+        }
+        let (held, judged): (Vec<Judged>, Vec<Judged>) = judged
+            .into_iter()
+            .filter(|j| !matches!(j, Judged::Postponed(_)))
+            .partition(|j| matches!(j, Judged::Held(_)));
         let takings: Vec<Taking> = judged.iter().map(taking).collect();
-        let taken = batch::take(&mut tx, lease, self.name(), self.lease_secs(), &takings).await?;
+        let taken = if takings.is_empty() {
+            Vec::new()
+        } else {
+            batch::take(&mut tx, lease, self.name(), self.lease_secs(), &takings).await?
+        };
         tx.commit().await?;
+        if !held.is_empty() {
+            let held: Vec<Claimed> = held
+                .into_iter()
+                .filter_map(|j| match j {
+                    Judged::Held(step) => Some(step),
+                    _ => None,
+                })
+                .collect();
+            self.hold_steps(&held).await?;
+        }
         Ok((lease, self.works(judged, &taken)))
     }
 
+    /// Holds `steps`, whose adapter may send nothing now, in a transaction of their own that
+    /// locks their workflows first (as a flush does) and announces each.
+    async fn hold_steps(&self, steps: &[Claimed]) -> Result<(), WorkerError> {
+        let ids: Vec<Uuid> = steps.iter().map(|s| s.id).collect();
+        let mut owners: Vec<Uuid> = steps.iter().map(|s| s.workflow_id).collect();
+        owners.sort_unstable();
+        owners.dedup();
+        let mut tx = self.pool.begin().await?;
+        conclusion::lock_workflows(&mut tx, &owners).await?;
+        let held = crate::store::held::hold(&mut tx, &ids).await?;
+        if !held.is_empty() {
+            let events: Vec<conclusion::Announcing> = steps
+                .iter()
+                .filter(|s| held.contains(&s.id))
+                .map(|s| conclusion::Announcing {
+                    event_id: Uuid::now_v7(),
+                    workflow: s.workflow_id,
+                    kind: EventKind::StepHeld.as_str(),
+                    payload: serde_json::json!({
+                        "step": s.id, "logical": s.logical, "adapter": s.adapter,
+                    }),
+                })
+                .collect();
+            let spare: Vec<Uuid> = owners.iter().map(|_| Uuid::now_v7()).collect();
+            conclusion::announce(&mut tx, &events, &owners, &spare).await?;
+            tracing::info!(
+                steps = held.len(),
+                "held: their adapter's current version is not verified"
+            );
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// What the claim does with one due step: render its request (checkpoint 2's decision
-    /// too, for a step about to be sent), or hand it to recovery.
+    /// too, for a step about to be sent), hand it to recovery, or leave it waiting when its
+    /// adapter may not send. Adapters the database has newer than this worker are reloaded
+    /// first, so a step is never judged by a version intake did not use.
     async fn judge(
         &self,
         conn: &mut sqlx::PgConnection,
-        step: Claimed,
-        facts: Value,
+        due: batch::Due,
         suspensions: &[(String, String, String)],
+        adapters: &mut Arc<Adapters>,
     ) -> Result<Judged, WorkerError> {
+        let batch::Due {
+            step,
+            facts,
+            adapter,
+        } = due;
         if step.kind == StepKind::Pure {
             return Ok(Judged::Pure { step, facts });
+        }
+        if let Some((version, may_send)) = adapter {
+            let name = step.adapter.as_deref().unwrap_or_default();
+            if adapters.loaded(name).is_none_or(|l| l.version < version) {
+                *adapters = self.reload_adapters().await?;
+            }
+            if step.state == StepState::Ready && !may_send {
+                return Ok(Judged::Held(step));
+            }
+            if adapters.loaded(name).is_none() {
+                tracing::warn!(step = %step.id, adapter = name, "adapter not built in this worker; the step waits");
+                return Ok(Judged::Postponed(step));
+            }
         }
         if step.state == StepState::OutcomeUnknown {
             return Ok(Judged::Recover(step));
         }
-        match self.render(conn, &step, &facts, suspensions).await {
+        match self
+            .render(conn, &step, &facts, suspensions, adapters)
+            .await
+        {
             Ok(call) => Ok(Judged::Call(Box::new(call))),
             Err(error @ (WorkerError::UnknownAdapter { .. } | WorkerError::Definition { .. })) => {
                 Ok(Judged::Unrunnable { step, error })
@@ -83,8 +187,9 @@ impl Worker {
         step: &Claimed,
         facts: &Value,
         suspensions: &[(String, String, String)],
+        adapters: &Adapters,
     ) -> Result<Call, WorkerError> {
-        let (adapter, contract_version) = adapter_for(&self.adapters, step)?;
+        let (adapter, contract_version) = adapter_for(adapters, step)?;
         let key = request_key(step);
         let definition = definition_of(&mut *conn, step).await?;
         let prepared =
@@ -119,7 +224,9 @@ impl Worker {
                 let id = match &j {
                     Judged::Pure { step, .. }
                     | Judged::Recover(step)
-                    | Judged::Unrunnable { step, .. } => step.id,
+                    | Judged::Unrunnable { step, .. }
+                    | Judged::Held(step)
+                    | Judged::Postponed(step) => step.id,
                     Judged::Call(call) => call.step.id,
                 };
                 let taken = taken.iter().find(|t| t.step == id)?;
@@ -131,6 +238,9 @@ impl Worker {
                     Judged::Recover(step) => Work::Recover(step),
                     Judged::Unrunnable { step, error } => Work::Unrunnable { step, error },
                     Judged::Call(call) => called(*call, taken),
+                    Judged::Held(_) | Judged::Postponed(_) => {
+                        unreachable!("held and postponed steps are not taken")
+                    }
                 })
             })
             .collect()
@@ -174,12 +284,14 @@ fn sends_at_once(adapter: &dyn Adapter) -> bool {
 /// How the batch takes a judged step.
 fn taking(judged: &Judged) -> Taking {
     match judged {
-        Judged::Pure { step, .. } | Judged::Recover(step) | Judged::Unrunnable { step, .. } => {
-            Taking {
-                step: step.id,
-                ..Taking::default()
-            }
-        }
+        Judged::Pure { step, .. }
+        | Judged::Recover(step)
+        | Judged::Unrunnable { step, .. }
+        | Judged::Held(step)
+        | Judged::Postponed(step) => Taking {
+            step: step.id,
+            ..Taking::default()
+        },
         Judged::Call(call) => Taking {
             step: call.step.id,
             attempt: Some(call.attempt),

@@ -361,7 +361,7 @@ fn delay_of(settle: Settle) -> i64 {
     match settle {
         Settle::RetryAfter { millis } => millis,
         Settle::Unknown { recheck_millis } => recheck_millis,
-        Settle::Review | Settle::Rejected => 0,
+        Settle::Review | Settle::Unsent | Settle::Rejected => 0,
     }
 }
 

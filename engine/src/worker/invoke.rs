@@ -31,13 +31,13 @@ impl Worker {
         attempt: Uuid,
         claimed_at: Instant,
     ) -> Result<StepReport, WorkerError> {
-        let (adapter, contract_version) = adapter_for(&self.adapters, step)?;
+        let (adapter, contract_version) = adapter_for(&self.adapters(), step)?;
         let key = request_key(step);
         let prepared = match self
             .bind_obligation(step, attempt, &key, adapter.as_ref(), contract_version)
             .await?
         {
-            Obligation::Bound(prepared) => prepared,
+            Obligation::Bound(prepared) => *prepared,
             Obligation::Concluded(report) => return Ok(report),
         };
         failpoint::hit(FaultPoint::AfterObligationCommit);
@@ -140,7 +140,7 @@ impl Worker {
         }
         attempt::record(&mut tx, &recording(digest), true).await?;
         tx.commit().await?;
-        Ok(Obligation::Bound(prepared))
+        Ok(Obligation::Bound(Box::new(prepared)))
     }
 
     /// Checkpoint 4: the delivery (or, for a compensation step, the withdrawal) it asks for.
@@ -239,14 +239,29 @@ impl Worker {
             AttemptOutcome::OutcomeUnknown => self.after_unknown(step, contract, None, None),
             AttemptOutcome::Rejected | AttemptOutcome::FailedBeforeEffect => {
                 let attempts = step.attempt_count.max(1);
-                if observation.may_retry(contract) && attempts < self.config.retry.max_attempts {
-                    Settle::RetryAfter {
-                        millis: self.config.retry.backoff_ms(attempts),
-                    }
+                let (budget, backoff_ms) = match contract.retry {
+                    Some(schedule) => (
+                        i32::try_from(schedule.attempts).unwrap_or(i32::MAX),
+                        i64::try_from(schedule.backoff_after(u32::try_from(attempts).unwrap_or(1)))
+                            .unwrap_or(i64::MAX),
+                    ),
+                    None => (
+                        self.config.retry.max_attempts,
+                        self.config.retry.backoff_ms(attempts),
+                    ),
+                };
+                if observation.may_retry(contract) && attempts < budget {
+                    Settle::RetryAfter { millis: backoff_ms }
                 } else if outcome == AttemptOutcome::Rejected {
                     Settle::Rejected
-                } else {
+                } else if let TransportObservation::RequestDiverged { .. } = observation {
+                    // This attempt sent nothing, but the key is bound to other bytes, which an
+                    // earlier system may have sent: a person decides.
                     Settle::Review
+                } else {
+                    // Nothing was sent: not a review of an unknown outcome, unless an earlier
+                    // attempt may have had an effect (the settling statement checks).
+                    Settle::Unsent
                 }
             }
             AttemptOutcome::Succeeded => unreachable!("only an accepted observation succeeds"),
@@ -356,7 +371,7 @@ impl Worker {
 
 /// Checkpoints 2–3 either bound the request (and the call may go) or concluded the attempt.
 enum Obligation {
-    Bound(PreparedRequest),
+    Bound(Box<PreparedRequest>),
     Concluded(StepReport),
 }
 

@@ -22,12 +22,12 @@ use crate::store::{attempt, incident, lease, request, workflow};
 
 /// A step held under a lease by `holder` (a worker, or an operator's check): what the lookup and
 /// the receipts it may commit need to know.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct Hold<'a> {
     pub pool: &'a PgPool,
     pub holder: &'a str,
     pub lease: Duration,
-    pub adapters: &'a Adapters,
+    pub adapters: std::sync::Arc<Adapters>,
     /// When the lookup is judged against the visibility window: `None` is the database's
     /// clock; tests pass a time instead of waiting for one.
     pub now: Option<DateTime<Utc>>,
@@ -40,12 +40,13 @@ pub struct Hold<'a> {
 /// several deliveries for the request, and an incident is open.
 pub async fn check_destination(
     pool: &PgPool,
-    adapters: &Adapters,
+    adapters: std::sync::Arc<Adapters>,
     step: &Claimed,
     holder: &str,
     lease: Duration,
     now: Option<DateTime<Utc>>,
 ) -> Result<Option<LookupAnswer>, WorkerError> {
+    let (adapter, _) = adapter_for(&adapters, step)?;
     let hold = Hold {
         pool,
         holder,
@@ -53,7 +54,6 @@ pub async fn check_destination(
         adapters,
         now,
     };
-    let (adapter, _) = adapter_for(adapters, step)?;
     let key = request_key(step);
     let (answer, _) = hold.look_up(step, adapter.as_ref(), &key).await?;
     let settled = |found: &LookupAnswer| found.index_settles_in_ms(adapter.contract()) == 0;
@@ -88,6 +88,9 @@ struct Bound {
     request_digest: String,
     content_digest: String,
     looked_after_sent_ms: u64,
+    /// The step's request as rendered when its identity was bound, for a lookup that reads
+    /// it; `Err` says why it cannot be had (it no longer regenerates to the bound bytes).
+    request: Result<Value, String>,
 }
 
 impl Hold<'_> {
@@ -122,9 +125,15 @@ impl Hold<'_> {
         key: &RequestKey,
     ) -> Result<(Option<LookupAnswer>, StepReport), WorkerError> {
         let bound = self.bound_request(step, adapter, key).await?;
-        let seen = self
-            .call_renewing(step.id, adapter.lookup(key, &bound.content_digest))
-            .await;
+        let seen = match &bound.request {
+            Ok(request) => {
+                self.call_renewing(step.id, adapter.lookup(key, &bound.content_digest, request))
+                    .await
+            }
+            Err(why) => LookupObservation::Unavailable {
+                detail: why.clone(),
+            },
+        };
         failpoint::hit(FaultPoint::DuringStatusQuery);
         let mut tx = self.pool.begin().await?;
         lease::renew_lease(&mut *tx, step.id, self.holder, self.lease_secs()).await?;
@@ -171,6 +180,7 @@ impl Hold<'_> {
     ) -> Result<Bound, WorkerError> {
         let mut conn = self.pool.acquire().await?;
         let deadline_ms = i64::try_from(adapter.contract().deadline_ms).unwrap_or(i64::MAX);
+        let mut regenerated = None;
         let (request_digest, summary, since_ms) =
             match request::request_identity(&mut conn, key.as_str()).await? {
                 Some((digest, summary)) => {
@@ -191,13 +201,33 @@ impl Hold<'_> {
                     let found = step.unknown_since.map_or(0, |at| {
                         (self.now.unwrap_or_else(Utc::now) - at).num_milliseconds()
                     });
-                    (
+                    let bound = (
                         prepared.request_digest.to_string(),
-                        prepared.summary,
+                        prepared.summary.clone(),
                         found - deadline_ms,
-                    )
+                    );
+                    regenerated = Some(prepared);
+                    bound
                 }
             };
+        // A lookup that reads the request (by customer, by order) gets it regenerated from the
+        // immutable inputs, and only when it is the very request bound to the key.
+        let request = if adapter.lookup_reads_request() {
+            let prepared = match regenerated {
+                Some(prepared) => prepared,
+                None => prepare(&mut conn, step, key, adapter).await?,
+            };
+            if prepared.request_digest.as_str() == request_digest {
+                Ok(prepared.request)
+            } else {
+                Err(format!(
+                    "the request regenerated now ({}) is not the one bound to the key ({request_digest}), so the lookup cannot read its fields",
+                    prepared.request_digest
+                ))
+            }
+        } else {
+            Ok(Value::Null)
+        };
         let content_digest = summary["digest"].as_str().unwrap_or_default().to_owned();
         if content_digest.is_empty() {
             return Err(
@@ -208,6 +238,7 @@ impl Hold<'_> {
             request_digest,
             content_digest,
             looked_after_sent_ms: u64::try_from(since_ms).unwrap_or(0),
+            request,
         })
     }
 
@@ -252,7 +283,7 @@ impl Hold<'_> {
         // Found by a lookup after a restore older than the request identity: the regenerated
         // request the lookup compared is the one the receipt names.
         if method == ReceiptMethod::StatusQuery {
-            let (adapter, contract_version) = adapter_for(self.adapters, step)?;
+            let (adapter, contract_version) = adapter_for(&self.adapters, step)?;
             bind_regenerated(tx, step, key, adapter.as_ref(), contract_version).await?;
         }
         let receipt = NewReceipt {

@@ -162,7 +162,9 @@ pub enum StepReport {
 pub struct Worker {
     pool: PgPool,
     config: Arc<WorkerConfig>,
-    adapters: Arc<Adapters>,
+    /// The adapters as this process last loaded them, shared by every clone: a claim that
+    /// finds the database ahead of them reloads them for all.
+    adapters: Arc<std::sync::RwLock<Arc<Adapters>>>,
     /// Calls in flight at once (`WorkerConfig::concurrency`).
     calls: Arc<tokio::sync::Semaphore>,
 }
@@ -178,8 +180,26 @@ impl Worker {
             pool,
             calls: Arc::new(tokio::sync::Semaphore::new(config.concurrency)),
             config: Arc::new(config),
-            adapters: Arc::new(adapters),
+            adapters: Arc::new(std::sync::RwLock::new(Arc::new(adapters))),
         }
+    }
+
+    /// The adapters as this process holds them now.
+    fn adapters(&self) -> Arc<Adapters> {
+        self.adapters
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Loads the adapters again from the database, for every clone of this worker.
+    async fn reload_adapters(&self) -> sqlx::Result<Arc<Adapters>> {
+        let loaded = Arc::new(Adapters::load(&self.pool).await?);
+        *self
+            .adapters
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = loaded.clone();
+        Ok(loaded)
     }
 
     /// The lease holder name this worker writes.
@@ -209,7 +229,7 @@ impl Worker {
             pool: &self.pool,
             holder: &self.config.name,
             lease: self.config.lease,
-            adapters: &self.adapters,
+            adapters: self.adapters(),
             now: None,
         }
     }
@@ -219,7 +239,7 @@ impl Worker {
     /// `invariant_interval` (when no other process did within it) in a task beside the claims,
     /// the first time one interval after the start; on shutdown, claims no more and lets
     /// every step in flight finish its protocol.
-    pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
         let lanes = self.start_lanes();
         let mut tasks = JoinSet::new();
@@ -286,8 +306,8 @@ impl Worker {
     }
 
     /// Reloads the adapters when the registry changed since `seen` (a file applied, a
-    /// version verified or demoted): running workers pick them up without a restart.
-    async fn refresh_adapters(&mut self, seen: &mut Option<String>) {
+    /// version verified, a claim refuted): running workers pick them up without a restart.
+    async fn refresh_adapters(&self, seen: &mut Option<String>) {
         let now = match crate::store::adapter::fingerprint(&self.pool).await {
             Ok(now) => now,
             Err(error) => return tracing::warn!(%error, "could not read the adapter registry"),
@@ -295,12 +315,11 @@ impl Worker {
         if seen.as_deref() == Some(now.as_str()) {
             return;
         }
-        match Adapters::load(&self.pool).await {
-            Ok(adapters) => {
+        match self.reload_adapters().await {
+            Ok(_) => {
                 if seen.is_some() {
                     tracing::info!(worker = %self.config.name, "adapters changed; reloaded");
                 }
-                self.adapters = Arc::new(adapters);
                 *seen = Some(now);
             }
             Err(error) => tracing::warn!(%error, "could not reload the adapters"),
@@ -344,6 +363,8 @@ impl Worker {
         for (_, workflow_id) in &reclaimed.to_recovery {
             workflow::refresh_state(&mut tx, *workflow_id).await?;
         }
+        // A step held in the moment its adapter was verified was not released with the others.
+        crate::store::held::release(&mut tx, None).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -398,6 +419,7 @@ fn settled_state(settle: Settle) -> StepState {
         Settle::RetryAfter { .. } => StepState::Ready,
         Settle::Unknown { .. } => StepState::OutcomeUnknown,
         Settle::Review => StepState::ReviewRequired,
+        Settle::Unsent => StepState::Unsent,
         Settle::Rejected => StepState::Rejected,
     }
 }

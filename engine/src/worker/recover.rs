@@ -65,7 +65,7 @@ impl Worker {
         step: &Claimed,
         claimed_at: Instant,
     ) -> Result<StepReport, WorkerError> {
-        let (adapter, contract_version) = adapter_for(&self.adapters, step)?;
+        let (adapter, contract_version) = adapter_for(&self.adapters(), step)?;
         let contract = adapter.contract().clone();
         let key = request_key(step);
         // The contract (or the destination's URL) changed since the request was sent: what the

@@ -29,8 +29,8 @@ pub(super) enum Work {
     Unsent(Call, TransportObservation),
     /// A step whose outcome is unknown: recovery by its contract.
     Recover(Claimed),
-    /// A step this worker cannot run (its adapter is not registered here, its definition
-    /// refuses its input): a person decides.
+    /// A step this worker cannot send (its definition refuses its input): nothing was sent,
+    /// and a person decides.
     Unrunnable { step: Claimed, error: WorkerError },
 }
 
@@ -105,8 +105,8 @@ impl Worker {
                 (id, self.recover(&step, claimed_at).instrument(span).await)
             }
             Work::Unrunnable { step, error } => {
-                tracing::error!(step = %step.id, %error, "step cannot run here; sent to review");
-                let result = self.settle_alone(&step, Settle::Review).await;
+                tracing::error!(step = %step.id, %error, "step cannot run here; nothing was sent");
+                let result = self.settle_alone(&step, Settle::Unsent).await;
                 (step.id, result.map(|()| StepReport::ToReview))
             }
         };

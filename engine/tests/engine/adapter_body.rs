@@ -113,7 +113,9 @@ async fn a_delivery_answered_with_an_endless_body_is_an_unknown_outcome_read_no_
 async fn a_lookup_or_withdrawal_answered_with_an_endless_body_proves_nothing() {
     let (url, sent) = flooding_server(200, false).await;
 
-    let lookup = adapter(&url).lookup(&key(), "sha256:00").await;
+    let lookup = adapter(&url)
+        .lookup(&key(), "sha256:00", &serde_json::Value::Null)
+        .await;
     match &lookup {
         LookupObservation::Unavailable { detail } => {
             assert!(detail.contains("larger than 1 MiB"), "{detail}");

@@ -21,6 +21,8 @@ deliver:
   outcomes:
     - when: "status == 201"
       succeeded: { reference: "body.id" }
+verify:
+  probe: { text: probe }
 "#;
 
 fn refused(source: &str) -> engine::file_error::FileError {
@@ -43,7 +45,7 @@ fn an_unknown_field_is_refused_with_its_line() {
     let error = refused(&source);
     assert_eq!(error.line, Some(6), "{error}");
     assert!(error.message.contains("unknown field `retries`"), "{error}");
-    assert!(error.to_string().starts_with("line 6: "), "{error}");
+    assert!(error.to_string().starts_with("line 6"), "{error}");
 }
 
 #[test]
@@ -116,9 +118,15 @@ fn a_withdrawal_without_limits_is_refused() {
 }
 
 #[test]
-fn a_file_declaring_what_needs_proof_without_a_probe_is_refused() {
+fn a_file_without_a_probe_is_refused_since_it_could_never_send() {
     let at = PAYMENTS.find("verify:").unwrap();
     let error = refused(&PAYMENTS[..at]);
+    assert!(
+        error.message.contains("verify.probe is required"),
+        "{error}"
+    );
+    let at = MINIMAL.find("verify:").unwrap();
+    let error = refused(&MINIMAL[..at]);
     assert!(
         error.message.contains("verify.probe is required"),
         "{error}"
@@ -219,4 +227,89 @@ fn the_shipped_protocol_files_declare_the_contracts_of_their_kinds() {
             Compensation::SupportedWithLimits(_)
         ));
     }
+}
+
+/// The basic payments file: a lookup that walks the customer's list of charges.
+const BASIC: &str = include_str!("../../../adapters/payments-basic.yaml");
+
+#[test]
+fn the_basic_payments_file_claims_no_key_and_a_lookup_that_walks_pages() {
+    let spec = AdapterSpec::parse(BASIC).unwrap();
+    let contract = spec.contract();
+    assert_eq!(contract.kind(), ContractKind::Queryable);
+    assert_eq!(contract.visibility_window_ms, 0);
+    assert_eq!(
+        contract
+            .retry
+            .map(|r| (r.attempts, r.backoff_ms, r.max_backoff_ms)),
+        Some((5, 500, 30_000))
+    );
+    let lookup = spec.lookup.as_ref().unwrap();
+    assert_eq!(
+        lookup.pages.as_ref().map(|p| (p.size, p.max)),
+        Some((100, 20))
+    );
+    assert_eq!(lookup.lets.names().collect::<Vec<_>>(), ["mine", "paid"]);
+}
+
+#[test]
+fn a_paged_lookup_whose_request_does_not_read_the_page_size_is_refused() {
+    let error = refused(&BASIC.replace("limit: \"{{ page.size }}\"", "limit: \"100\""));
+    assert!(error.message.contains("page.size"), "{error}");
+}
+
+#[test]
+fn a_lookup_reading_the_page_without_pages_is_refused() {
+    let source = PAYMENTS.replace(
+        "query: { query: \"metadata['z29c_key']:'{{ key }}'\" }",
+        "query: { query: \"metadata['z29c_key']:'{{ key }}'\", after: \"{{ page.after }}\" }",
+    );
+    let error = refused(&source);
+    assert!(error.message.contains("declares no `pages`"), "{error}");
+}
+
+#[test]
+fn a_let_name_the_lookup_already_has_is_refused() {
+    let error = refused(&PAYMENTS.replace("    paid: \"body.data", "    body: \"body.data"));
+    assert!(
+        error
+            .message
+            .contains("`body` is a name the lookup already has"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_let_may_read_the_names_before_it_but_not_after() {
+    let source = BASIC.replace(
+        "    mine: \"items | selectattr('metadata.z29c_key', 'equalto', key) | list\"\n    paid: \"mine",
+        "    paid: \"mine | list\"\n    mine: \"items",
+    );
+    let error = refused(&source);
+    assert!(error.message.contains("reads `mine`"), "{error}");
+}
+
+#[test]
+fn a_provocation_expecting_two_conclusions_is_refused() {
+    let error = refused(&PAYMENTS.replace(
+        "expect: { rejected: card_declined }",
+        "expect: { rejected: card_declined, failed_before_effect: card_declined }",
+    ));
+    assert!(error.message.contains("exactly one of"), "{error}");
+}
+
+#[test]
+fn a_yaml_syntax_error_is_refused_with_its_line_and_column() {
+    let error = refused(&MINIMAL.replace("  path: /notes\n", "  path: [/notes\n"));
+    assert!(error.line.is_some() && error.column.is_some(), "{error:?}");
+    assert!(error.to_string().starts_with("line "), "{error}");
+    assert!(error.to_string().contains(", column "), "{error}");
+}
+
+#[test]
+fn a_retry_budget_outside_its_bounds_is_refused() {
+    let error = refused(&BASIC.replace("attempts: 5", "attempts: 0"));
+    assert!(error.message.contains("retry.attempts"), "{error}");
+    let error = refused(&BASIC.replace("backoff: 500ms", "backoff: soon"));
+    assert!(error.message.contains("is not a span of time"), "{error}");
 }

@@ -151,7 +151,7 @@ async fn a_bearer_secret_is_sent_but_kept_out_of_the_summary_and_every_observati
 
     let accepted = adapter.deliver(&key, &prepared).await;
     let unmatched = adapter.deliver(&key, &prepared).await;
-    let lookup = adapter.lookup(&key, digest().as_str()).await;
+    let lookup = adapter.lookup(&key, digest().as_str(), &Value::Null).await;
     let withdrawal = adapter.withdraw(&key, "ch_1").await;
 
     assert!(
@@ -358,7 +358,8 @@ async fn a_payments_charge_decline_and_validation_error_are_read_from_the_rules(
 }
 
 #[tokio::test]
-async fn a_payments_search_maps_to_found_conflicting_or_not_found() {
+async fn a_payments_search_maps_to_found_conflicting_or_not_found_counting_only_succeeded_charges()
+{
     let variable = "Z29C_TEST_BEARER_E";
     set_env(variable, "sk_test_e");
     let bound = digest();
@@ -366,11 +367,12 @@ async fn a_payments_search_maps_to_found_conflicting_or_not_found() {
     let answers = Arc::new(Mutex::new(vec![
         json!({ "object": "search_result", "data": [] }),
         json!({ "object": "search_result", "data": [
-            { "id": "ch_2", "object": "charge", "metadata": { "z29c_digest": bound } },
-            { "id": "ch_1", "object": "charge", "metadata": { "z29c_digest": bound } },
+            { "id": "ch_3", "object": "charge", "status": "failed", "metadata": { "z29c_digest": bound } },
+            { "id": "ch_2", "object": "charge", "status": "succeeded", "metadata": { "z29c_digest": bound } },
+            { "id": "ch_1", "object": "charge", "status": "succeeded", "metadata": { "z29c_digest": bound } },
         ] }),
         json!({ "object": "search_result", "data": [
-            { "id": "ch_9", "object": "charge", "metadata": { "z29c_digest": other } },
+            { "id": "ch_9", "object": "charge", "status": "succeeded", "metadata": { "z29c_digest": other } },
         ] }),
     ]));
     let (url, log) = server(Arc::new(move |_| {
@@ -384,9 +386,9 @@ async fn a_payments_search_maps_to_found_conflicting_or_not_found() {
     let adapter = built(&PAYMENTS.replace("Z29C_PAYMENTS_API_KEY", variable), &url);
     let key = RequestKey::from("w-5/pay-v1".to_owned());
 
-    let conflicting = adapter.lookup(&key, bound.as_str()).await;
-    let found = adapter.lookup(&key, bound.as_str()).await;
-    let absent = adapter.lookup(&key, bound.as_str()).await;
+    let conflicting = adapter.lookup(&key, bound.as_str(), &Value::Null).await;
+    let found = adapter.lookup(&key, bound.as_str(), &Value::Null).await;
+    let absent = adapter.lookup(&key, bound.as_str(), &Value::Null).await;
 
     assert_eq!(
         conflicting,
@@ -419,8 +421,9 @@ async fn a_payments_search_maps_to_found_conflicting_or_not_found() {
 }
 
 #[tokio::test]
-async fn a_declared_idempotency_the_destination_does_not_honour_fails_its_claims_by_name() {
-    use engine::adapter::contract_suite::{self, claims};
+async fn a_declared_idempotency_the_destination_does_not_honour_is_refuted() {
+    use engine::adapter::contract_suite;
+    use engine::domain::{Claim, Trust};
     let variable = "Z29C_TEST_BEARER_F";
     set_env(variable, "sk_test_f");
     let made = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -444,22 +447,15 @@ async fn a_declared_idempotency_the_destination_does_not_honour_fails_its_claims
 
     let report = contract_suite::verify("payments", &adapter).await;
 
-    let failed: Vec<&str> = report.failures().map(|c| c.claim).collect();
-    for claim in [
-        claims::IDEMPOTENT_REPLAY,
-        claims::IDEMPOTENT_UNDER_CONCURRENCY,
-        claims::IDEMPOTENCY_CONFLICT_REFUSED,
-    ] {
-        assert!(
-            failed.contains(&claim),
-            "{claim} passed: {}",
-            report.summary()
-        );
-    }
+    assert!(!report.passed());
+    assert_eq!(
+        report.verdict(&Claim::IdempotencyKey).trust,
+        Trust::Refuted,
+        "{}",
+        report.details()
+    );
     assert!(
-        report
-            .summary()
-            .starts_with("adapter `payments` claims an idempotency key"),
+        report.summary().contains("idempotency key: refuted"),
         "{}",
         report.summary()
     );

@@ -147,7 +147,7 @@ async fn a_pure_step_whose_output_does_not_render_at_admission_waits_for_a_worke
     pool: PgPool,
 ) {
     let h = Harness::new(pool, Kind::Idempotent, 1_000, 0).await;
-    engine::definition::apply(&h.pool, OPTIONAL_NOTE, "test", false)
+    engine::definition::apply(&h.pool, OPTIONAL_NOTE, "test", false, false)
         .await
         .unwrap();
 
@@ -196,7 +196,7 @@ steps:
       output:
         digest: "{{ input.title | digest }}"
 "#;
-    engine::definition::apply(&pool, DIGEST_ONLY, "test", false)
+    engine::definition::apply(&pool, DIGEST_ONLY, "test", false, false)
         .await
         .unwrap();
 

@@ -21,4 +21,5 @@ mod roles;
 mod schemas;
 mod status;
 mod support;
+mod trust;
 mod worker;

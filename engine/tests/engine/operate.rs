@@ -45,7 +45,7 @@ pub(crate) async fn reviewing_declaring(
 ) -> Harness {
     let mut h = Harness::new(pool, kind, deadline_ms, index_lag_ms).await;
     let contract = crate::support::declared(kind.as_str(), deadline_ms, declared_window_ms, true);
-    engine::store::adapter::upsert(&h.pool, "docs", &h.destination.base_url(), &contract)
+    engine::adapter::apply::register_trusted(&h.pool, "docs", &h.destination.base_url(), &contract)
         .await
         .unwrap();
     h.worker = h.another_worker("worker-r").await;
@@ -145,7 +145,7 @@ pub(crate) async fn lost_request(h: &Harness, key: &str) -> (Uuid, Uuid) {
     let contract = engine::store::adapter::all(&h.pool).await.unwrap()[0]
         .contract
         .clone();
-    engine::store::adapter::upsert(&h.pool, "docs", &url, &contract)
+    engine::adapter::apply::register_trusted(&h.pool, "docs", &url, &contract)
         .await
         .unwrap();
     let worker = h.another_worker("worker-lost").await;
@@ -161,7 +161,7 @@ pub(crate) async fn lost_request(h: &Harness, key: &str) -> (Uuid, Uuid) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-    engine::store::adapter::upsert(&h.pool, "docs", &h.destination.base_url(), &contract)
+    engine::adapter::apply::register_trusted(&h.pool, "docs", &h.destination.base_url(), &contract)
         .await
         .unwrap();
     (w, deliver_step(h, w).await)

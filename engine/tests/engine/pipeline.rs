@@ -74,8 +74,9 @@ impl Adapter for Poisoned {
         &'a self,
         key: &'a RequestKey,
         digest: &'a str,
+        request: &'a serde_json::Value,
     ) -> BoxFuture<'a, LookupObservation> {
-        self.inner.lookup(key, digest)
+        self.inner.lookup(key, digest, request)
     }
 
     fn withdraw<'a>(

@@ -230,7 +230,7 @@ async fn an_unreachable_destination_is_failed_before_effect(pool: PgPool) {
         .local_addr()
         .unwrap();
     let contract = crate::support::declared("opaque", 2_000, 0, false);
-    engine::store::adapter::upsert(&pool, "docs", &format!("http://{closed}"), &contract)
+    engine::adapter::apply::register_trusted(&pool, "docs", &format!("http://{closed}"), &contract)
         .await
         .unwrap();
     let worker = h.another_worker("worker-2").await;
@@ -340,7 +340,8 @@ async fn suspended_authority_stops_the_step_before_any_call(pool: PgPool) {
     let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
     fixture::suspend_authority(&pool, "adapter", "docs", "contract under review").await;
     let w = h.start("suspended").await;
-    h.drive_until(w, "deliver", "review_required").await;
+    // Nothing was sent: the step says so, it is not an outcome to review.
+    h.drive_until(w, "deliver", "unsent").await;
     assert_eq!(h.outcomes(w, "deliver").await, vec!["failed_before_effect"]);
     assert_eq!(h.ledger().await.deliveries.len(), 0);
     let (granted, reason): (bool, String) = sqlx::query_as(

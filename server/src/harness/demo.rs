@@ -160,8 +160,8 @@ impl Demo {
 }
 
 /// Registers the demo's adapters for the destinations at `endpoints`: the protocol adapters
-/// (as `z29c adapter add` does: a claim is trusted only once its suite passed), then the
-/// payments, webhook and mail adapters applied from their files and verified.
+/// (as `z29c adapter add` does: verified against their destinations before they are stored),
+/// then the payments, webhook and mail adapters applied from their files and verified.
 pub async fn register(
     pool: &PgPool,
     endpoints: &Endpoints,
@@ -175,10 +175,9 @@ pub async fn register(
             WINDOW_MS,
             review,
         );
-        let http = engine::adapter::protocol::protocol_adapter(base_url, &contract);
-        let report = engine::adapter::contract_suite::verify(adapter, &http).await;
-        anyhow::ensure!(report.passed(), "{}", report.summary());
-        engine::store::adapter::upsert(pool, adapter, base_url, &contract).await?;
+        engine::adapter::apply::add_protocol(pool, adapter, base_url, &contract, "demo")
+            .await
+            .with_context(|| format!("registering the demo adapter `{adapter}`"))?;
     }
     files::apply_and_verify(pool, endpoints, secrets).await
 }
@@ -226,8 +225,13 @@ pub async fn serve_destination(
     kind: destinations::Service,
     addr: SocketAddr,
     visibility_window: Duration,
+    basic: bool,
     database: &crate::database::DatabaseArgs,
 ) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !basic || kind == destinations::Service::Payments,
+        "--basic applies to the payments destination only"
+    );
     let secrets = destination_secrets(kind)?;
     let db = crate::database::Database::connect(database, "destination").await?;
     destinations::migrate(&db.pool)
@@ -251,6 +255,9 @@ pub async fn serve_destination(
     let config = destinations::Config {
         visibility_window,
         control_token,
+        honours_idempotency: !basic,
+        payments_search: !basic,
+        list_oldest_first: basic,
         ..secrets
     };
     destinations::serve(listener, db.pool.clone(), config, crate::shutdown::signal()).await?;

@@ -37,6 +37,9 @@ pub(super) struct AppliedBody {
 pub(super) struct ApplyQuery {
     #[serde(default)]
     dry_run: bool,
+    /// Store a definition whose steps name an adapter that is not registered yet.
+    #[serde(default)]
+    allow_missing_adapters: bool,
 }
 
 /// Who applies a file (`token:NAME`), when the token is an approver's: only approvers change
@@ -93,6 +96,7 @@ pub(super) async fn list(
         ("name" = String, Path, description = "The definition's name, as in the file"),
         ("version" = i32, Path, description = "Its version, as in the file"),
         ("dry_run" = Option<bool>, Query, description = "Check only; store nothing"),
+        ("allow_missing_adapters" = Option<bool>, Query, description = "Store the definition even when a step names an adapter that is not registered yet"),
     ),
     request_body(content = String, content_type = "application/yaml", description = "The definition file"),
     security(("bearer" = [])),
@@ -120,6 +124,7 @@ pub(super) async fn put(
         version,
         &applied_by,
         query.dry_run,
+        query.allow_missing_adapters,
     )
     .await
     {
@@ -151,20 +156,50 @@ pub(super) async fn put(
         .into_response())
 }
 
-/// One registered adapter, and how far its contract is trusted.
+/// One registered adapter, and what verification proved of its current version.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(super) struct AdapterBody {
     name: String,
     version: i32,
     base_url: String,
-    /// `idempotent`, `queryable` or `opaque`.
+    /// `idempotent`, `queryable` or `opaque`: what the verified claims make of it.
     kind: &'static str,
     capabilities: String,
     from_file: bool,
+    /// Whether the current version passed verification: only then does it send anything.
+    may_send: bool,
     verified_version: Option<i32>,
     verified_against: Option<String>,
-    /// Why a contradiction seen in production demoted it to review, if one did.
+    /// The contradiction production saw of a claim since, if it saw one.
     demoted: Option<String>,
+    /// Each claim of the current version; only verified ones count.
+    claims: Vec<ClaimBody>,
+}
+
+/// One claim of an adapter's current version.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct ClaimBody {
+    /// `delivery`, `idempotency_key`, `lookup`, `withdrawal`, `deliver.outcomes[3]`, …
+    claim: String,
+    label: String,
+    /// `verified`, `unverified` or `refuted`.
+    trust: &'static str,
+    /// What proved it, the contradiction, or why it stays unverified.
+    evidence: String,
+    /// The sandbox verification ran against (none for a contradiction seen in production).
+    against: Option<String>,
+}
+
+impl From<&engine::store::adapter::ClaimRow> for ClaimBody {
+    fn from(c: &engine::store::adapter::ClaimRow) -> Self {
+        ClaimBody {
+            claim: c.claim.id(),
+            label: c.claim.label(),
+            trust: c.trust.label(),
+            evidence: c.evidence.clone(),
+            against: c.against.clone(),
+        }
+    }
 }
 
 /// Every registered adapter.
@@ -182,21 +217,24 @@ pub(super) async fn list_adapters(
     State(pool): State<PgPool>,
 ) -> Result<Json<Vec<AdapterBody>>, ApiError> {
     let rows = engine::store::adapter::all(&pool).await?;
-    Ok(Json(
-        rows.into_iter()
-            .map(|a| AdapterBody {
-                kind: a.contract.kind().as_str(),
-                capabilities: a.contract.capabilities_summary(),
-                name: a.name,
-                version: a.contract_version,
-                base_url: a.base_url,
-                from_file: a.source.is_some(),
-                verified_version: a.verified_version,
-                verified_against: a.verified_against,
-                demoted: a.demoted_reason,
-            })
-            .collect(),
-    ))
+    let mut listed = Vec::with_capacity(rows.len());
+    for a in rows {
+        let claims = engine::store::adapter::claims(&pool, &a.name).await?;
+        listed.push(AdapterBody {
+            kind: a.contract.kind().as_str(),
+            capabilities: a.contract.capabilities_summary(),
+            may_send: a.may_send(),
+            name: a.name,
+            version: a.contract_version,
+            base_url: a.base_url,
+            from_file: a.source.is_some(),
+            verified_version: a.verified_version,
+            verified_against: a.verified_against,
+            demoted: a.demoted_reason,
+            claims: claims.iter().map(ClaimBody::from).collect(),
+        });
+    }
+    Ok(Json(listed))
 }
 
 /// Checks an adapter file (the request body, YAML; its secrets must be set where the server

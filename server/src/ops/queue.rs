@@ -111,7 +111,7 @@ fn write_rows(io: &mut Io<'_>, rows: &[QueueRow]) -> std::io::Result<()> {
         "step",
         "state",
         "adapter",
-        "unknown for",
+        "waiting for",
         "attempts",
         "workflow",
         "logical",

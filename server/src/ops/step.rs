@@ -162,6 +162,7 @@ async fn show(
         return Ok(());
     }
     write_facts(io, &e)?;
+    write_claims(io, &e)?;
     write_attempts(io, &e)?;
     write_timeline(io, &e)?;
     writeln!(
@@ -227,12 +228,45 @@ fn write_facts(io: &mut Io<'_>, e: &Evidence) -> std::io::Result<()> {
             ("input digest", print::or_dash(e.input_digest.as_deref())),
             ("first sent", print::maybe_time(e.first_sent_at)),
             ("last sent", print::maybe_time(e.last_sent_at)),
-            ("unknown since", print::maybe_time(e.unknown_since)),
+            (
+                e.state.waiting_since_label(),
+                print::maybe_time(e.unknown_since),
+            ),
             ("receipt", receipt.unwrap_or_else(|| "none".into())),
             ("lease", lease.unwrap_or_else(|| "-".into())),
             ("incidents", incidents.join(", ")),
         ],
     )
+}
+
+/// Each claim of the step's adapter: only verified ones count, and a refuted one says how.
+fn write_claims(io: &mut Io<'_>, e: &Evidence) -> std::io::Result<()> {
+    let Some(trust) = &e.trust else {
+        return Ok(());
+    };
+    if trust.claims.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        io.out,
+        "\nclaims of the adapter's version {}:",
+        trust.version
+    )?;
+    for c in &trust.claims {
+        let evidence = match c.trust {
+            engine::domain::Trust::Verified => String::new(),
+            engine::domain::Trust::Unverified | engine::domain::Trust::Refuted => {
+                format!(" — {}", c.evidence)
+            }
+        };
+        writeln!(
+            io.out,
+            "  {:<22} {}{evidence}",
+            c.claim.label(),
+            c.trust.label()
+        )?;
+    }
+    Ok(())
 }
 
 fn write_attempts(io: &mut Io<'_>, e: &Evidence) -> std::io::Result<()> {

@@ -20,7 +20,7 @@ async fn setup(pool: &PgPool) -> String {
         0,
         false,
     );
-    engine::store::adapter::upsert(pool, "docs", "http://127.0.0.1:9", &contract)
+    engine::adapter::apply::register_trusted(pool, "docs", "http://127.0.0.1:9", &contract)
         .await
         .unwrap();
     token(pool, "test-client", Role::Operator, None).await

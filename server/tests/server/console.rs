@@ -136,7 +136,7 @@ pub(crate) async fn fixture_review_step(
     crate::support::shipped(pool).await;
     let adapter = format!("letters-{}", kind.as_str());
     let contract = engine::adapter::contracts::declared(kind, 1_000, 0, false);
-    engine::store::adapter::upsert(pool, &adapter, "http://127.0.0.1:9", &contract)
+    engine::adapter::apply::register_trusted(pool, &adapter, "http://127.0.0.1:9", &contract)
         .await
         .unwrap();
     let started = engine::intake::start_workflow(

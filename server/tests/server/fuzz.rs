@@ -598,7 +598,7 @@ async fn step_under_review(pool: &PgPool) -> Uuid {
     crate::support::shipped(pool).await;
     let contract =
         engine::adapter::contracts::declared(engine::domain::ContractKind::Opaque, 1_000, 0, false);
-    engine::store::adapter::upsert(pool, "letters", "http://127.0.0.1:9", &contract)
+    engine::adapter::apply::register_trusted(pool, "letters", "http://127.0.0.1:9", &contract)
         .await
         .unwrap();
     let new = engine::intake::NewWorkflow {

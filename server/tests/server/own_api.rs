@@ -80,7 +80,7 @@ pub(crate) async fn apply_files(
         Verified::Passed { .. } => {}
         Verified::Failed { report, .. } => panic!("{}", report.summary()),
     }
-    engine::definition::apply(pool, definition, "test", false)
+    engine::definition::apply(pool, definition, "test", false, false)
         .await
         .unwrap();
     name
@@ -269,18 +269,15 @@ async fn a_lost_charge_answer_is_recovered_by_replaying_its_key_and_the_card_is_
     .await
     .unwrap();
     assert_eq!(amount, json!(1250));
-    // What `verify` proved is kept, claim by claim, for the step page.
-    let claims: Value =
-        sqlx::query_scalar("select verified_claims from adapter where name = 'payments'")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-    assert!(
-        claims.as_array().unwrap().contains(&json!(
-            "an idempotency key (the same key and digest replay the original delivery)"
-        )),
-        "{claims}"
-    );
+    // What verification proved is kept, claim by claim, for the step page.
+    let claims = engine::store::adapter::claims(&pool, "payments")
+        .await
+        .unwrap();
+    let key = claims
+        .iter()
+        .find(|c| c.claim == engine::domain::Claim::IdempotencyKey)
+        .unwrap();
+    assert_eq!(key.trust, engine::domain::Trust::Verified, "{claims:?}");
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
@@ -301,7 +298,14 @@ async fn a_declined_card_ends_rejected_with_its_code_and_no_charge(pool: PgPool)
     assert_eq!(observation["code"], "card_declined", "{observation}");
     let ledger = destination.ledger().await.unwrap();
     assert_eq!(ledger.charges_for("1002").count(), 0);
-    assert_eq!(ledger.declines.len(), 1);
+    // Kept as a failed charge under the order's metadata, as Stripe keeps a decline.
+    let declined: Vec<_> = ledger
+        .declines
+        .iter()
+        .filter(|d| d.metadata.get("subject").map(String::as_str) == Some("1002"))
+        .collect();
+    assert_eq!(declined.len(), 1);
+    assert!(declined[0].charge.starts_with("ch_"));
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
@@ -369,20 +373,23 @@ async fn a_declared_idempotency_the_destination_does_not_honour_is_refused_by_ve
     assert!(
         report
             .summary()
-            .contains("an idempotency key (the same key and digest replay the original delivery)"),
+            .contains("idempotency key: refuted — the same key made ch_"),
         "{}",
         report.summary()
     );
-    let policy: String = sqlx::query_scalar(
-        "select contract ->> 'unknown_outcome_policy' from adapter where name = $1",
+    let (may_send, key): (bool, bool) = sqlx::query_as(
+        "select coalesce(verified_version = contract_version, false),
+                (contract ->> 'accepts_idempotency_key')::bool
+         from adapter where name = $1",
     )
     .bind(&name)
     .fetch_one(&pool)
     .await
     .unwrap();
-    assert_eq!(
-        policy, "review",
-        "an unverified adapter's unknown outcomes are reviewed"
+    assert!(!may_send, "a version that never passed sends nothing");
+    assert!(
+        !key,
+        "a refuted key is not in the contract the engine acts on"
     );
 }
 

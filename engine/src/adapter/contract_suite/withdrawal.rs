@@ -1,48 +1,57 @@
-//! The compensation claim: a delivery can be withdrawn under its own key, within stated limits.
+//! Withdrawal: an effect can be withdrawn under its own key, and withdrawing again under that
+//! key returns the original withdrawal.
 
 use super::*;
 
 impl Run<'_> {
-    pub(super) async fn withdrawal(&self, checks: &mut Vec<ClaimCheck>) {
+    pub(super) async fn withdrawal(&self) -> Vec<ClaimCheck> {
         let delivery_key = self.key("withdrawn");
-        let reference = match self
-            .accepted(&delivery_key, &self.digest("withdrawn"))
-            .await
-        {
-            Ok(reference) => reference,
-            Err(why) => {
-                checks.push(check(claims::WITHDRAWAL, Err(why.clone())));
-                checks.push(check(claims::WITHDRAWAL_REPLAY, Err(why)));
-                return;
+        let (seen, _) = self
+            .deliver(
+                &delivery_key,
+                &self.digest("withdrawn"),
+                &self.probe_request(),
+            )
+            .await;
+        let reference = match seen {
+            TransportObservation::Accepted {
+                external_reference, ..
+            } => external_reference,
+            other => {
+                let detail = format!("the delivery to withdraw {}", describe(&other));
+                return vec![check(
+                    Claim::Withdrawal,
+                    "withdraw",
+                    Verdict::Inconclusive,
+                    detail,
+                )];
             }
         };
         let key = self.key("withdrawal");
-        let first = match self.adapter.withdraw(&key, &reference).await {
+        let original = match self.adapter.withdraw(&key, &reference).await {
             WithdrawalObservation::Withdrawn {
                 withdrawal_reference,
                 ..
-            } => Ok(withdrawal_reference),
-            WithdrawalObservation::Transport(other) => Err(format!(
-                "withdrawing {reference} under `{key}` {}",
-                describe(&other)
-            )),
-        };
-        let original = match first {
-            Ok(original) => {
-                checks.push(check(
-                    claims::WITHDRAWAL,
-                    Ok(format!(
-                        "withdrawing {reference} under `{key}` recorded withdrawal {original}"
-                    )),
-                ));
-                original
-            }
-            Err(why) => {
-                checks.push(check(claims::WITHDRAWAL, Err(why.clone())));
-                checks.push(check(claims::WITHDRAWAL_REPLAY, Err(why)));
-                return;
+            } => withdrawal_reference,
+            other => {
+                let detail = format!(
+                    "withdrawing {reference} under `{key}` {}",
+                    describe_withdrawal(&other)
+                );
+                return vec![check(
+                    Claim::Withdrawal,
+                    "withdraw",
+                    Verdict::Contradicted,
+                    detail,
+                )];
             }
         };
+        let first = check(
+            Claim::Withdrawal,
+            "withdraw",
+            Verdict::Held,
+            format!("withdrawing {reference} under `{key}` recorded withdrawal {original}"),
+        );
         let again = match self.adapter.withdraw(&key, &reference).await {
             WithdrawalObservation::Withdrawn {
                 withdrawal_reference,
@@ -50,18 +59,14 @@ impl Run<'_> {
             } if withdrawal_reference == original => Ok(format!(
                 "withdrawing {reference} again under `{key}` returned {original} again"
             )),
-            WithdrawalObservation::Withdrawn {
-                withdrawal_reference,
-                ..
-            } => Err(format!(
-                "withdrawing {reference} again under `{key}` returned {withdrawal_reference} \
-                 instead of {original}"
-            )),
-            WithdrawalObservation::Transport(other) => Err(format!(
-                "withdrawing {reference} again under `{key}` {}",
-                describe(&other)
+            other => Err(format!(
+                "withdrawing {reference} again under `{key}` {} instead of returning {original}",
+                describe_withdrawal(&other)
             )),
         };
-        checks.push(check(claims::WITHDRAWAL_REPLAY, again));
+        vec![
+            first,
+            held_or_contradicted(Claim::Withdrawal, "withdraw again", again),
+        ]
     }
 }

@@ -37,30 +37,67 @@ fn unmatched(answer: &Answer) -> TransportObservation {
     }
 }
 
-/// What a delivery's answer means under `rules`.
+/// An answer the first matching rule reads as "nothing happened", when verification never
+/// proved that rule: the outcome is unknown (docs/DESIGN.md §5).
+fn unproven(
+    operation: &str,
+    index: usize,
+    answer: &Answer,
+    seen: &TransportObservation,
+) -> TransportObservation {
+    let reads_as = match seen {
+        TransportObservation::Rejected { code, .. } => format!("rejected `{code}`"),
+        TransportObservation::NotAccepted { code, .. } => {
+            format!("failed before effect `{code}`")
+        }
+        other => return other.clone(),
+    };
+    TransportObservation::Unproven {
+        status: answer.status,
+        rule: format!("{operation}.outcomes[{index}]"),
+        reads_as,
+        excerpt: answer.excerpt(),
+    }
+}
+
+/// What a delivery's answer means under `rules`, counting a conclusion that nothing happened
+/// only from a rule `proven` accepts; with the index of the rule that matched.
 pub(super) fn delivery(
     rules: &[crate::adapter::spec::Rule],
     answer: &Answer,
-    key: &str,
-    digest: &str,
-) -> TransportObservation {
+    (key, digest): (&str, &str),
+    proven: &dyn Fn(usize) -> bool,
+) -> (TransportObservation, Option<usize>) {
     let context = answer.context(key, digest);
-    let status = answer.status;
-    let Some(rule) = first_match(rules, &context) else {
-        return unmatched(answer);
+    let Some(index) = first_match(rules, &context) else {
+        return (unmatched(answer), None);
     };
+    let seen = read_delivery(&rules[index], answer, &context);
+    if rules[index].says_nothing_happened() && !proven(index) {
+        return (unproven("deliver", index, answer, &seen), Some(index));
+    }
+    (seen, Some(index))
+}
+
+/// What `rule` makes of a delivery's answer.
+fn read_delivery(
+    rule: &crate::adapter::spec::Rule,
+    answer: &Answer,
+    context: &Value,
+) -> TransportObservation {
+    let status = answer.status;
     let mapped = || -> Result<TransportObservation, String> {
         if let Some(s) = &rule.succeeded {
-            let external_reference = text_of(&s.reference, &context)?;
+            let external_reference = text_of(&s.reference, context)?;
             let replayed = s
                 .replayed
                 .as_ref()
-                .is_some_and(|r| template::holds(&r.0, &context));
+                .is_some_and(|r| template::holds(&r.0, context));
             let fields = s
                 .fields
                 .iter()
                 .map(|(name, e)| {
-                    template::eval(&e.0, &context)
+                    template::eval(&e.0, context)
                         .map(|v| (name.clone(), v))
                         .map_err(|e| e.to_string())
                 })
@@ -73,11 +110,11 @@ pub(super) fn delivery(
             });
         }
         if let Some(r) = &rule.rejected {
-            let code = text_of(&r.code, &context)?;
+            let code = text_of(&r.code, context)?;
             return Ok(TransportObservation::Rejected { status, code });
         }
         if let Some(f) = &rule.failed_before_effect {
-            let code = text_of(&f.code, &context)?;
+            let code = text_of(&f.code, context)?;
             return Ok(TransportObservation::NotAccepted { status, code });
         }
         Ok(unmatched(answer))
@@ -85,18 +122,20 @@ pub(super) fn delivery(
     mapped().unwrap_or_else(|why| unreadable(status, why))
 }
 
-/// What a withdrawal's answer means under `withdraw`'s rules.
+/// What a withdrawal's answer means under `withdraw`'s rules, counting a conclusion that
+/// nothing happened only from a rule `proven` accepts.
 pub(super) fn withdrawal(
     withdraw: &Withdraw,
     answer: &Answer,
-    key: &str,
-    digest: &str,
+    (key, digest): (&str, &str),
+    proven: &dyn Fn(usize) -> bool,
 ) -> WithdrawalObservation {
     let context = answer.context(key, digest);
     let status = answer.status;
-    let Some(rule) = first_match(&withdraw.outcomes, &context) else {
+    let Some(index) = first_match(&withdraw.outcomes, &context) else {
         return WithdrawalObservation::Transport(unmatched(answer));
     };
+    let rule = &withdraw.outcomes[index];
     let mapped = || -> Result<WithdrawalObservation, String> {
         if let Some(w) = &rule.withdrawn {
             return Ok(WithdrawalObservation::Withdrawn {
@@ -118,17 +157,35 @@ pub(super) fn withdrawal(
         }
         Ok(WithdrawalObservation::Transport(unmatched(answer)))
     };
-    mapped().unwrap_or_else(|why| WithdrawalObservation::Transport(unreadable(status, why)))
+    match mapped().unwrap_or_else(|why| WithdrawalObservation::Transport(unreadable(status, why))) {
+        WithdrawalObservation::Transport(seen)
+            if rule.says_nothing_happened() && !proven(index) =>
+        {
+            WithdrawalObservation::Transport(unproven("withdraw", index, answer, &seen))
+        }
+        seen => seen,
+    }
 }
 
-/// What a lookup's answer says, comparing a found request's digest with `digest`.
+/// What a lookup's answer says, comparing a found request's digest with `digest`. `context`
+/// is what the mappings read: the (last) answer, the request and, for a walk, the items of
+/// every page; the file's `let` names are added to it here, in order.
 pub(super) fn lookup(
     lookup: &Lookup,
-    answer: &Answer,
-    key: &str,
+    status: u16,
+    mut context: Value,
     digest: &str,
 ) -> LookupObservation {
-    let context = answer.context(key, digest);
+    for (name, expression) in &lookup.lets.0 {
+        match template::eval(&expression.0, &context) {
+            Ok(value) => context[name.as_str()] = value,
+            Err(error) => {
+                return LookupObservation::Unavailable {
+                    detail: format!("the lookup's answer ({status}): `let {name}`: {error}"),
+                };
+            }
+        }
+    }
     if template::holds(&lookup.found.when.0, &context) {
         let found = || -> Result<LookupObservation, String> {
             let external_reference = text_of(&lookup.found.reference, &context)?;
@@ -156,10 +213,7 @@ pub(super) fn lookup(
             })
         };
         return found().unwrap_or_else(|why| LookupObservation::Unavailable {
-            detail: format!(
-                "the lookup's answer ({}) matched `found`, but {why}",
-                answer.status
-            ),
+            detail: format!("the lookup's answer ({status}) matched `found`, but {why}"),
         });
     }
     if lookup
@@ -173,6 +227,6 @@ pub(super) fn lookup(
         return LookupObservation::NotFound;
     }
     LookupObservation::Unavailable {
-        detail: format!("lookup answered {}", answer.status),
+        detail: format!("lookup answered {status}"),
     }
 }

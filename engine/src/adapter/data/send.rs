@@ -1,12 +1,16 @@
 //! Sending a rendered request: the exact body bytes, the idempotency header, and auth added
 //! only here — so no secret reaches a summary, a digest or an observation.
 
+use std::time::Duration;
+
 use hmac::{Hmac, Mac};
+use serde_json::{Value, json};
 use sha2::Sha256;
 
 use super::{Answer, DataAdapter, ResolvedAuth, unread, unsent};
-use crate::adapter::{LookupObservation, Wire, WireBody};
-use crate::domain::{RequestKey, TransportObservation};
+use crate::adapter::spec::{Lookup, Pages};
+use crate::adapter::{LookupObservation, PreparedRequest, Wire, WireBody};
+use crate::domain::{InputDigest, RequestKey, TransportObservation};
 
 /// The exact bytes of a body and its content type: RFC 8785 canonical JSON, or form pairs in
 /// their (sorted) order, `application/x-www-form-urlencoded`.
@@ -53,6 +57,22 @@ impl DataAdapter {
         idempotent: bool,
     ) -> Result<Answer, TransportObservation> {
         let deadline_ms = self.contract.deadline_ms;
+        match self.start(key, wire, idempotent)?.send().await {
+            Err(error) => Err(unsent(&error, deadline_ms)),
+            Ok(response) => Answer::read(response)
+                .await
+                .map_err(|(status, error)| unread(status, error, deadline_ms)),
+        }
+    }
+
+    /// The request `wire` describes, ready to send: the idempotency header (`key`) when
+    /// declared and `idempotent`, the trace context, the exact body bytes, and auth.
+    fn start(
+        &self,
+        key: &RequestKey,
+        wire: &Wire,
+        idempotent: bool,
+    ) -> Result<reqwest::RequestBuilder, TransportObservation> {
         let method = reqwest::Method::from_bytes(wire.method.as_bytes()).map_err(|_| {
             TransportObservation::AuthorityDenied {
                 reason: format!("`{}` is not an HTTP method", wire.method),
@@ -87,12 +107,7 @@ impl DataAdapter {
                 .header(reqwest::header::CONTENT_TYPE, content_type)
                 .body(bytes);
         }
-        match call.send().await {
-            Err(error) => Err(unsent(&error, deadline_ms)),
-            Ok(response) => Answer::read(response)
-                .await
-                .map_err(|(status, error)| unread(status, error, deadline_ms)),
-        }
+        Ok(call)
     }
 
     /// Adds auth to `call`; an HMAC signs exactly `body`, the bytes sent.
@@ -118,12 +133,47 @@ impl DataAdapter {
         }
     }
 
-    /// Asks the destination about `key`, comparing what it holds with `digest`.
-    pub(super) async fn look_up(&self, key: &RequestKey, digest: &str) -> LookupObservation {
+    /// Asks the destination about `key`, comparing what it holds with `digest`; `request` is
+    /// the step's request (what the lookup's templates read). A lookup with `pages` walks the
+    /// list page by page, `page_size` a page (the file's `pages.size` when `None`), until the
+    /// cursor runs out; returns what it saw, how many pages it read and how many items they
+    /// held.
+    pub async fn look_up(
+        &self,
+        key: &RequestKey,
+        digest: &str,
+        request: &Value,
+        page_size: Option<u32>,
+    ) -> (LookupObservation, u32, usize) {
         let Some(lookup) = &self.spec.lookup else {
-            return LookupObservation::NotSupported;
+            return (LookupObservation::NotSupported, 0, 0);
         };
-        let context = serde_json::json!({ "key": key.as_str(), "digest": digest });
+        let deadline =
+            Duration::from_millis(lookup.deadline_ms.unwrap_or(self.contract.deadline_ms));
+        let walk = self.walk(lookup, key, digest, request, page_size);
+        match tokio::time::timeout(deadline, walk).await {
+            Ok(seen) => seen,
+            Err(_) => (
+                LookupObservation::Unavailable {
+                    detail: format!(
+                        "the lookup took longer than its {} ms deadline",
+                        deadline.as_millis()
+                    ),
+                },
+                0,
+                0,
+            ),
+        }
+    }
+
+    async fn walk(
+        &self,
+        lookup: &Lookup,
+        key: &RequestKey,
+        digest: &str,
+        request: &Value,
+        page_size: Option<u32>,
+    ) -> (LookupObservation, u32, usize) {
         let shape = super::RequestShape {
             method: &lookup.method,
             path: &lookup.path,
@@ -132,21 +182,115 @@ impl DataAdapter {
             json: None,
             form: None,
         };
-        let digest_value = crate::domain::InputDigest::of_bytes(b"lookup");
-        let prepared = match self.render(&shape, &context, digest_value) {
-            Ok(prepared) => prepared,
-            Err(e) => return LookupObservation::Unavailable { detail: e.0 },
-        };
-        match self.send(key, &prepared.wire, false).await {
-            Ok(answer) => super::classify::lookup(lookup, &answer, key.as_str(), digest),
-            Err(TransportObservation::UnreadableResponse { status, detail }) => {
-                LookupObservation::Unavailable {
-                    detail: format!("the lookup's answer ({status}) could not be read: {detail}"),
+        let size = page_size.or(lookup.pages.as_ref().map(|p| p.size));
+        let most = lookup.pages.as_ref().map_or(1, |p| p.max.max(1));
+        let mut items: Vec<Value> = Vec::new();
+        let mut after = Value::Null;
+        for number in 1..=most {
+            let context = json!({
+                "key": key.as_str(), "digest": digest, "request": request,
+                "page": { "number": number, "size": size, "after": after },
+            });
+            let prepared = match self.render(&shape, &context, InputDigest::of_bytes(b"lookup")) {
+                Ok(prepared) => prepared,
+                Err(e) => {
+                    return (
+                        LookupObservation::Unavailable { detail: e.0 },
+                        number - 1,
+                        items.len(),
+                    );
+                }
+            };
+            let answer = match self.send(key, &prepared.wire, false).await {
+                Ok(answer) => answer,
+                Err(seen) => return (unavailable(seen), number - 1, items.len()),
+            };
+            let mut context = answer.context(key.as_str(), digest);
+            context["request"] = request.clone();
+            let Some(pages) = &lookup.pages else {
+                return (
+                    super::classify::lookup(lookup, answer.status, context, digest),
+                    1,
+                    0,
+                );
+            };
+            match page(pages, &context) {
+                Err(detail) => {
+                    let detail =
+                        format!("page {number} of the lookup ({}): {detail}", answer.status);
+                    return (
+                        LookupObservation::Unavailable { detail },
+                        number,
+                        items.len(),
+                    );
+                }
+                Ok((more, next)) => {
+                    items.extend(more);
+                    if next.is_null() {
+                        let count = items.len();
+                        context["items"] = Value::Array(items);
+                        let seen = super::classify::lookup(lookup, answer.status, context, digest);
+                        return (seen, number, count);
+                    }
+                    after = next;
                 }
             }
-            Err(seen) => LookupObservation::Unavailable {
-                detail: seen.describe(),
-            },
         }
+        let detail = format!("the lookup walked {most} pages without reaching the end of the list");
+        (LookupObservation::Unavailable { detail }, most, items.len())
+    }
+
+    /// Sends a delivery and closes the connection without reading its answer: once the
+    /// destination has begun to answer (so it has taken the request), after waiting `hold`
+    /// more. What verification makes of a lost answer. `false` when no answer began.
+    pub async fn deliver_unread(
+        &self,
+        key: &RequestKey,
+        request: &PreparedRequest,
+        hold: Duration,
+    ) -> bool {
+        let Ok(call) = self.start(key, &request.wire, true) else {
+            return false;
+        };
+        match call.send().await {
+            Ok(response) => {
+                tokio::time::sleep(hold).await;
+                drop(response);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// What one page of a walk adds to the items, and the cursor of the next (null: the last).
+fn page(pages: &Pages, context: &Value) -> Result<(Vec<Value>, Value), String> {
+    let more = match crate::template::eval(&pages.items.0, context).map_err(|e| e.to_string())? {
+        Value::Array(items) => items,
+        _ => return Err(format!("`{}` is not a list", pages.items.0)),
+    };
+    let next = crate::template::eval(&pages.next.0, context)
+        .or_else(|e| {
+            if e.detail == "it names nothing" {
+                Ok(Value::Null)
+            } else {
+                Err(e)
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    Ok((more, next))
+}
+
+/// A lookup whose request failed in transport: unavailable, saying what was seen.
+fn unavailable(seen: TransportObservation) -> LookupObservation {
+    match seen {
+        TransportObservation::UnreadableResponse { status, detail } => {
+            LookupObservation::Unavailable {
+                detail: format!("the lookup's answer ({status}) could not be read: {detail}"),
+            }
+        }
+        seen => LookupObservation::Unavailable {
+            detail: seen.describe(),
+        },
     }
 }

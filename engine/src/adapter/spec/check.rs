@@ -11,10 +11,15 @@ use crate::template;
 const DELIVER_CONTEXT: [&str; 3] = ["request", "key", "digest"];
 /// What withdraw request templates may read.
 const WITHDRAW_CONTEXT: [&str; 3] = ["key", "reference", "digest"];
-/// What lookup request templates may read.
-const LOOKUP_CONTEXT: [&str; 2] = ["key", "digest"];
-/// What outcome rules and lookup mappings may read.
+/// What lookup request templates may read: the key, the bound digest, the step's request as it
+/// was rendered when its identity was bound, and the page (`page.size`, `page.after`).
+const LOOKUP_CONTEXT: [&str; 4] = ["key", "digest", "request", "page"];
+/// What outcome rules may read.
 const ANSWER_CONTEXT: [&str; 5] = ["status", "headers", "body", "key", "digest"];
+/// What a lookup's mappings read besides the answer: the request, and with `pages` the items.
+const LOOKUP_ANSWER_EXTRA: [&str; 2] = ["request", "items"];
+/// The most attempts a retry schedule may allow.
+const MAX_RETRY_ATTEMPTS: u32 = 50;
 
 /// A request's templates: path, query, headers and body, as strings and trees.
 struct RequestTemplates<'a> {
@@ -49,13 +54,36 @@ pub(super) fn check(spec: &AdapterSpec, source: &str) -> Result<(), FileError> {
     idempotency(spec, source, &read)?;
     lookup(spec, source)?;
     withdraw(spec, source)?;
-    let needs_proof =
-        spec.idempotency.is_some() || spec.lookup.is_some() || spec.withdraw.is_some();
-    if needs_proof && spec.probe().is_none() {
+    if spec.probe().is_none() {
         return Err(FileError::at(
             None,
-            "verify.probe is required: the contract suite needs a request to prove the idempotency, lookup or withdrawal this file declares",
+            "verify.probe is required: an adapter delivers nothing until verification has sent it and read its answer as a success",
         ));
+    }
+    provocations(spec, source)?;
+    if let Some(retry) = spec.retry
+        && !(1..=MAX_RETRY_ATTEMPTS).contains(&retry.attempts)
+    {
+        return Err(FileError::at(
+            line_of(source, "attempts:"),
+            format!("retry.attempts must be between 1 and {MAX_RETRY_ATTEMPTS}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Each provocation has a name and expects a code.
+fn provocations(spec: &AdapterSpec, source: &str) -> Result<(), FileError> {
+    for provocation in spec.provocations() {
+        let code = match &provocation.expect {
+            super::Expected::Rejected(code) | super::Expected::FailedBeforeEffect(code) => code,
+        };
+        if provocation.name.trim().is_empty() || code.trim().is_empty() {
+            return Err(FileError::at(
+                line_of(source, "provoke:"),
+                "every verify.provoke entry needs a `name` and the code its `expect` names",
+            ));
+        }
     }
     Ok(())
 }
@@ -91,7 +119,7 @@ fn lookup(spec: &AdapterSpec, source: &str) -> Result<(), FileError> {
     let Some(lookup) = &spec.lookup else {
         return Ok(());
     };
-    request_variables(
+    let read = request_variables(
         source,
         "lookup",
         &LOOKUP_CONTEXT,
@@ -103,11 +131,48 @@ fn lookup(spec: &AdapterSpec, source: &str) -> Result<(), FileError> {
             form: None,
         },
     )?;
+    let reads_page_size = std::iter::once(&lookup.path)
+        .chain(lookup.query.values())
+        .chain(lookup.headers.values())
+        .any(|t| t.variables().contains("page.size"));
+    match (&lookup.pages, read.contains("page"), reads_page_size) {
+        (None, true, _) => {
+            return Err(FileError::at(
+                line_of(source, "lookup:"),
+                "lookup: its request reads `page`, but the lookup declares no `pages`",
+            ));
+        }
+        (Some(_), _, false) => {
+            return Err(FileError::at(
+                line_of(source, "pages:"),
+                "lookup.pages: the request must read `{{ page.size }}` (as the list's limit), so verification can walk more than one page",
+            ));
+        }
+        _ => {}
+    }
     if lookup.visibility_window_ms.is_none() {
         return Err(FileError::at(
             line_of(source, "lookup:"),
             "lookup.visibility_window_ms is required: without it a `not found` could never be told from a delivery the index does not show yet",
         ));
+    }
+    let mut context: Vec<&str> = ANSWER_CONTEXT.to_vec();
+    context.push(LOOKUP_ANSWER_EXTRA[0]);
+    if let Some(pages) = &lookup.pages {
+        for expression in [&pages.items, &pages.next] {
+            reads_only(source, "lookup.pages", expression, &context)?;
+        }
+        context.push(LOOKUP_ANSWER_EXTRA[1]);
+    }
+    for (name, expression) in &lookup.lets.0 {
+        if context.contains(&name.as_str()) {
+            return Err(FileError::at(
+                line_of(source, name),
+                format!("lookup.let: `{name}` is a name the lookup already has; choose another"),
+            ));
+        }
+        reads_only(source, "lookup.let", expression, &context)?;
+        context.push(name);
     }
     let mut expressions = vec![
         &lookup.found.when,
@@ -118,7 +183,7 @@ fn lookup(spec: &AdapterSpec, source: &str) -> Result<(), FileError> {
     expressions.extend(lookup.found.all.as_ref());
     expressions.extend(lookup.processing.as_ref());
     for expression in expressions {
-        reads_only(source, "lookup", expression, &ANSWER_CONTEXT)?;
+        reads_only(source, "lookup", expression, &context)?;
     }
     Ok(())
 }

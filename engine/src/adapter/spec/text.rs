@@ -25,6 +25,15 @@ pub struct Expression(pub String);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention(pub Duration);
 
+/// A span of time in a file: `250ms`, `2s`, `5m`, `1h`, `1d`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span(pub Duration);
+
+/// Sub-expressions a lookup names once (`let: { mine: "items | selectattr(…) | list" }`), in the
+/// order the file writes them: each reads the answer and the names before it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lets(pub Vec<(String, Expression)>);
+
 thread_local! {
     /// The text of the last scalar refused while reading a file on this thread: serde places
     /// such an error at its enclosing map, so [`super::AdapterSpec::parse`] finds the line of
@@ -137,6 +146,113 @@ impl<'de> Deserialize<'de> for Retention {
 impl Serialize for Retention {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&self.text())
+    }
+}
+
+impl Span {
+    /// `250ms`, `2s`, `5m`, `1h` or `1d`.
+    pub fn parse(text: &str) -> Result<Span, String> {
+        let refused = || {
+            format!(
+                "`{text}` is not a span of time: write a whole number and ms, s, m, h or d (`200ms`)"
+            )
+        };
+        let (count, per_ms) = if let Some(count) = text.strip_suffix("ms") {
+            (count, 1)
+        } else {
+            let unit = text.chars().last().ok_or_else(refused)?;
+            let per_ms = match unit {
+                's' => 1_000,
+                'm' => 60_000,
+                'h' => 3_600_000,
+                'd' => 86_400_000,
+                _ => return Err(refused()),
+            };
+            (&text[..text.len() - 1], per_ms)
+        };
+        let count: u64 = count.parse().map_err(|_| refused())?;
+        Ok(Span(Duration::from_millis(
+            count.checked_mul(per_ms).ok_or_else(refused)?,
+        )))
+    }
+
+    /// The span as written in files (`200ms`, `30s`).
+    pub fn text(&self) -> String {
+        let ms = u64::try_from(self.0.as_millis()).unwrap_or(u64::MAX);
+        if ms % 1_000 == 0 && ms > 0 {
+            format!("{}s", ms / 1_000)
+        } else {
+            format!("{ms}ms")
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Span {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Span::parse(&text).map_err(|e| refusing(&text, serde::de::Error::custom(e)))
+    }
+}
+
+impl Serialize for Span {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.text())
+    }
+}
+
+impl Lets {
+    /// Whether no name is given.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The names, in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(name, _)| name.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Lets {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Ordered;
+        impl<'de> serde::de::Visitor<'de> for Ordered {
+            type Value = Lets;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map of names to expressions")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Lets, A::Error> {
+                let mut lets: Vec<(String, Expression)> = Vec::new();
+                while let Some((name, expression)) = map.next_entry::<String, Expression>()? {
+                    let identifier = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+                        && name
+                            .chars()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+                    if !identifier || lets.iter().any(|(n, _)| *n == name) {
+                        return Err(refusing(
+                            &name,
+                            serde::de::Error::custom(format!(
+                                "`{}` is not a name `let` can give: use lowercase letters, digits and `_`, each name once",
+                                crate::domain::words::displayable(&name)
+                            )),
+                        ));
+                    }
+                    lets.push((name, expression));
+                }
+                Ok(Lets(lets))
+            }
+        }
+        deserializer.deserialize_map(Ordered)
+    }
+}
+
+impl Serialize for Lets {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, expression) in &self.0 {
+            map.serialize_entry(name, expression)?;
+        }
+        map.end()
     }
 }
 

@@ -40,7 +40,7 @@ pub async fn apply_shipped_definitions(pool: &PgPool) {
         include_str!("../../../../definitions/document_delivery.v1.yaml"),
         include_str!("../../../../definitions/document_delivery.v2.yaml"),
     ] {
-        engine::definition::apply(pool, source, "test", false)
+        engine::definition::apply(pool, source, "test", false, false)
             .await
             .unwrap();
     }
@@ -59,7 +59,7 @@ impl Harness {
         .await
         .unwrap();
         let contract = crate::support::declared(kind.as_str(), deadline_ms, window_ms, false);
-        engine::store::adapter::upsert(&pool, "docs", &destination.base_url(), &contract)
+        engine::adapter::apply::register_trusted(&pool, "docs", &destination.base_url(), &contract)
             .await
             .unwrap();
         apply_shipped_definitions(&pool).await;

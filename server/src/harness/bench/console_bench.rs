@@ -64,7 +64,7 @@ async fn register_adapters(pool: &PgPool) -> anyhow::Result<()> {
     for kind in engine::domain::ContractKind::ALL {
         let contract = engine::adapter::contracts::declared(kind, 1_000, 1_500, false);
         let kind = kind.as_str();
-        engine::store::adapter::upsert(
+        engine::adapter::apply::register_trusted(
             pool,
             &format!("bench-{kind}"),
             "http://127.0.0.1:9",

@@ -129,7 +129,8 @@ async fn admit(
     let seeding = db.pool(16, false).await?;
     let url = http.clone().unwrap_or_else(|| "http://127.0.0.1:9".into());
     let contract_version =
-        engine::store::adapter::upsert(&seeding, &adapter, &url, &bench_contract()).await?;
+        engine::adapter::apply::register_trusted(&seeding, &adapter, &url, &bench_contract())
+            .await?;
     seed(&seeding, args.workflows, &adapter, tag).await?;
     // Tables filled a moment ago have no statistics yet, and plans made without them scan
     // (a projection read took 12× longer in a measured run). Autovacuum would analyze them

@@ -55,7 +55,12 @@ impl Adapter for InstantDestination {
         })
     }
 
-    fn lookup<'a>(&'a self, _: &'a RequestKey, _: &'a str) -> BoxFuture<'a, LookupObservation> {
+    fn lookup<'a>(
+        &'a self,
+        _: &'a RequestKey,
+        _: &'a str,
+        _: &'a Value,
+    ) -> BoxFuture<'a, LookupObservation> {
         Box::pin(async { LookupObservation::NotFound })
     }
 
@@ -89,6 +94,7 @@ fn in_process(summary: Value) -> PreparedRequest {
             .and_then(InputDigest::parse)
             .unwrap_or_else(|| digest.clone()),
         request_digest: digest,
+        request: Value::Null,
         summary,
     }
 }

@@ -90,7 +90,8 @@ pub(super) async fn destination(
         300,
         false,
     );
-    engine::store::adapter::upsert(z29c, adapter, &destination.base_url(), &contract).await?;
+    engine::adapter::apply::register_trusted(z29c, adapter, &destination.base_url(), &contract)
+        .await?;
     Ok(destination)
 }
 

@@ -276,7 +276,7 @@ pub(super) async fn apply_definitions(pool: &PgPool) -> anyhow::Result<()> {
         ("definitions/payment_receipt.v1.yaml", PAYMENT_RECEIPT),
         ("definitions/partner_event.v1.yaml", PARTNER_EVENT),
     ] {
-        engine::definition::apply(pool, source, "scenario", false)
+        engine::definition::apply(pool, source, "scenario", false, false)
             .await
             .map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
     }
