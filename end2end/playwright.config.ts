@@ -16,9 +16,13 @@ export default defineConfig({
   reporter: [['list']],
   // The refusal tests and the step buttons' test change nothing, but need steps in the states
   // the demo leaves them in, before the other tests act on them: they run first.
+  // The trust test refutes an adapter's key claim, which changes what every later step of it
+  // may do: it runs last, after everything else (and checks both with and without JavaScript
+  // itself).
   projects: [
     { name: 'refusals', testMatch: /(refusals|step-buttons)\.spec\.ts/ },
-    { name: 'console', testIgnore: /(refusals|step-buttons)\.spec\.ts/, dependencies: ['refusals'] },
+    { name: 'console', testIgnore: /(refusals|step-buttons|trust)\.spec\.ts/, dependencies: ['refusals'] },
+    { name: 'trust', testMatch: /trust\.spec\.ts/, dependencies: ['console'] },
   ],
   use: {
     baseURL,

@@ -38,7 +38,9 @@ fi
 
 status=0
 (cd "$here" && Z29C_BASE_URL="http://$addr" E2E_USER=e2e-approver E2E_PASSWORD="$password" \
-  E2E_VIEWER=e2e-viewer E2E_VIEWER_PASSWORD="$viewer_password" npx playwright test "$@") || status=$?
+  E2E_VIEWER=e2e-viewer E2E_VIEWER_PASSWORD="$viewer_password" Z29C_BIN="$bin" Z29C_PG_DATA="$work/pg" \
+  Z29C_DEMO_DATA="$work/destinations" Z29C_E2E_DEMO_PORT="${Z29C_E2E_DEMO_PORT:-3201}" \
+  npx playwright test "$@") || status=$?
 
 kill -TERM "$server_pid"
 wait "$server_pid" || { echo "z29c serve did not exit cleanly:"; cat "$work/server.log"; exit 1; }

@@ -64,8 +64,12 @@ test('a charge left for review shows its form-encoded request, its verified cont
   await openFromQueue(page, 'demo-payment-3', 'charge');
   await hydrated(page);
   await expect(page.getByTestId('state')).toHaveText('Review required');
-  await expect(page.getByTestId('trust')).toContainText(/^Verified: version \d+'s contract suite passed against http:\/\/127\.0\.0\.1:\d+/);
-  await expect(page.getByTestId('proven-claims')).toContainText('Proven: an idempotency key (the same key and digest replay the original delivery)');
+  await expect(page.getByTestId('trust')).toContainText(/^Verified: version \d+ passed verification against http:\/\/127\.0\.0\.1:\d+/);
+  // Each claim with its trust: what was proven on its failure path, and what was never provoked.
+  const claims = page.getByTestId('claims');
+  await expect(claims.locator('[data-trust=verified]', { hasText: 'idempotency key' })).toBeVisible();
+  await expect(claims.locator('[data-trust=verified]', { hasText: 'status lookup' })).toBeVisible();
+  await expect(claims.locator('[data-trust=unverified]').first()).toContainText('never provoked');
   await expect(page.getByTestId('receipt')).toHaveText('none: no receipt proves the effect');
   // The canonical request: a form body, as the payments API takes it; the API key is not in it.
   await page.getByText('Canonical request (redacted)').click();

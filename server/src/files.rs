@@ -191,9 +191,13 @@ pub(crate) async fn verify_adapter(
     let db = Database::open(database).await?;
     let verified = engine::adapter::apply::verify(&db.pool, name, sandbox).await;
     db.close().await?;
-    let (passed, version, report) = match verified? {
-        Verified::Passed { version, report } => (true, version, report),
-        Verified::Failed { version, report } => (false, version, report),
+    let (passed, version, report, sends) = match verified? {
+        Verified::Passed { version, report } => (true, version, report, true),
+        Verified::Failed {
+            version,
+            report,
+            sends,
+        } => (false, version, report, sends),
     };
     if json {
         let claims = engine::adapter::apply::records(&report, sandbox);
@@ -217,9 +221,14 @@ pub(crate) async fn verify_adapter(
             );
         }
         Ok(())
+    } else if sends {
+        anyhow::bail!(
+            "version {version} of `{name}` did not pass this verification ({}); it passed before and keeps sending, but what was refuted counts for nothing from now on",
+            report.refusal()
+        )
     } else {
         anyhow::bail!(
-            "version {version} of `{name}` did not pass verification ({}); a version that never passed sends nothing",
+            "version {version} of `{name}` did not pass verification ({}); it sends nothing until a version passes",
             report.refusal()
         )
     }

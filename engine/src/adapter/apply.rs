@@ -71,9 +71,14 @@ pub enum Verified {
     /// The probe succeeded and no claim was refuted: the version sends, and its verified
     /// claims count from now on.
     Passed { version: i32, report: SuiteReport },
-    /// The probe failed or a claim was refuted: what was found of each claim is recorded, and
-    /// a version that never passed still sends nothing.
-    Failed { version: i32, report: SuiteReport },
+    /// The probe failed or a claim was refuted: what was found of each claim is recorded. A
+    /// version that never passed still sends nothing; one that passed before keeps sending
+    /// (`sends`), and what this run refuted counts for nothing from now on.
+    Failed {
+        version: i32,
+        report: SuiteReport,
+        sends: bool,
+    },
 }
 
 /// Why an adapter could not be verified.
@@ -117,10 +122,17 @@ pub async fn verify(pool: &PgPool, name: &str, sandbox: &str) -> Result<Verified
         return Err(VerifyError::Moved(name.to_owned()));
     }
     tx.commit().await?;
-    Ok(if passed {
-        Verified::Passed { version, report }
-    } else {
-        Verified::Failed { version, report }
+    if passed {
+        return Ok(Verified::Passed { version, report });
+    }
+    let sends = store::all(pool)
+        .await?
+        .iter()
+        .any(|a| a.name == name && a.may_send());
+    Ok(Verified::Failed {
+        version,
+        report,
+        sends,
     })
 }
 

@@ -346,7 +346,7 @@ async fn retrust(conn: &mut PgConnection, name: &str) -> sqlx::Result<()> {
     Ok(())
 }
 
-/// The claims of `name`'s current version, in the order of their ids.
+/// The claims of `name`'s current version, in the order a file makes them.
 pub async fn claims<'e, E>(executor: E, name: &str) -> sqlx::Result<Vec<ClaimRow>>
 where
     E: Executor<'e, Database = Postgres>,
@@ -360,7 +360,7 @@ where
     )
     .fetch_all(executor)
     .await?;
-    Ok(rows
+    let mut claims: Vec<ClaimRow> = rows
         .into_iter()
         .filter_map(|r| {
             Some(ClaimRow {
@@ -372,7 +372,10 @@ where
                 decided_at: r.decided_at,
             })
         })
-        .collect())
+        .collect();
+    // In the order a file makes them: delivery, the capabilities, the rules, the provocations.
+    claims.sort_by(|a, b| a.claim.cmp(&b.claim));
+    Ok(claims)
 }
 
 /// A stored claim, as pages and the API show it.

@@ -19,3 +19,4 @@ mod own_api;
 mod proxy;
 mod reads;
 mod support;
+mod trust;

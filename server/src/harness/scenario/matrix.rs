@@ -22,7 +22,8 @@ use crate::harness::bench::BenchDatabase;
 /// Settings of `z29c scenario matrix`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct MatrixArgs {
-    /// Destinations to run against: the protocol's kinds, `payments`, `webhook`.
+    /// Destinations to run against: the protocol's kinds, `payments`, `payments-basic` (a
+    /// provider that ignores keys and has no search), `webhook`.
     #[arg(long, value_delimiter = ',', default_values_t = Target::ALL.map(|t| t.as_str().to_owned()))]
     pub kinds: Vec<String>,
     /// Fault points (default: all for the protocol's kinds, a representative subset for
@@ -130,11 +131,18 @@ const REPRESENTATIVE: [&str; 6] = [
 ];
 
 /// The fault points asked for `kind`; by default the harness's own, the failpoints, the timing
-/// sweep and the named scenarios (a representative subset for `payments` and `webhook`).
+/// sweep and the named scenarios (a representative subset for `payments`, `payments-basic` and
+/// `webhook`).
 fn points(args: &MatrixArgs, kind: &str) -> Vec<String> {
-    let protocol = !matches!(kind, "payments" | "webhook");
+    let protocol = !matches!(kind, "payments" | "payments-basic" | "webhook");
     if args.points.is_empty() && !protocol && !args.all_points {
-        REPRESENTATIVE.iter().map(|p| (*p).to_owned()).collect()
+        let mut points: Vec<String> = REPRESENTATIVE.iter().map(|p| (*p).to_owned()).collect();
+        // A provider without keys recovers lost answers by walking its list: under that claim
+        // too, a worker dies mid-lookup.
+        if kind == "payments-basic" {
+            points.push("during_status_query".to_owned());
+        }
+        points
     } else if args.points.is_empty() {
         std::iter::once(AFTER_ACCEPTANCE.to_owned())
             .chain(
@@ -153,7 +161,7 @@ fn points(args: &MatrixArgs, kind: &str) -> Vec<String> {
 /// One verdict as it comes, on standard error.
 fn print_progress(verdict: &Verdict) {
     eprintln!(
-        "{:<11} {:<36} {:<9} {}",
+        "{:<14} {:<36} {:<9} {}",
         verdict.kind,
         verdict.point,
         if verdict.reached {
@@ -173,12 +181,12 @@ fn print_progress(verdict: &Verdict) {
 fn print_table(verdicts: &[Verdict]) {
     println!();
     println!(
-        "{:<11} {:<36} {:<9} {:>6}  verdict",
+        "{:<14} {:<36} {:<9} {:>6}  verdict",
         "kind", "scenario", "fault", "secs"
     );
     for v in verdicts {
         println!(
-            "{:<11} {:<36} {:<9} {:>6.1}  {}",
+            "{:<14} {:<36} {:<9} {:>6.1}  {}",
             v.kind,
             v.point,
             match (v.applicable, v.reached) {

@@ -306,12 +306,12 @@ fn print_verdict(
     );
     println!();
     println!(
-        "{:<11} {:>9} {:>11} {:>9} {:>19} {:>11}",
+        "{:<14} {:>9} {:>11} {:>9} {:>19} {:>11}",
         "destination", "workflows", "effects", "receipts", "waiting for review", "violations"
     );
     for r in rows {
         println!(
-            "{:<11} {:>9} {:>11} {:>9} {:>19} {:>11}",
+            "{:<14} {:>9} {:>11} {:>9} {:>19} {:>11}",
             r.kind, r.workflows, r.deliveries, r.receipts, r.waiting_for_review, r.violations
         );
     }

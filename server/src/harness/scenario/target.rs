@@ -1,4 +1,4 @@
-//! The five destinations a scenario runs against: the three kinds of the destination protocol,
+//! The six destinations a scenario runs against: the three kinds of the destination protocol,
 //! registered as the harness always has, and the payments API and the partner webhook receiver
 //! (destinations/PAYMENTS.md), each driven by its adapter file from `adapters/` exactly as a
 //! user would: the file applied with its base URL and secret pointed at the spawned
@@ -16,6 +16,8 @@ use crate::harness::bench::BenchDatabase;
 
 /// The payments adapter file as shipped.
 const PAYMENTS_ADAPTER: &str = include_str!("../../../../adapters/payments.yaml");
+/// The adapter file for a payments provider that promises less, as shipped.
+const BASIC_PAYMENTS_ADAPTER: &str = include_str!("../../../../adapters/payments-basic.yaml");
 /// The partner webhook adapter file as shipped.
 const WEBHOOK_ADAPTER: &str = include_str!("../../../../adapters/partner-webhook.yaml");
 /// A payment followed by a receipt e-mail.
@@ -34,28 +36,34 @@ pub(super) enum Target {
     Protocol(Kind),
     /// The Stripe-style payments API: idempotent by `Idempotency-Key`, queryable by a search.
     Payments,
+    /// A payments API that promises less (the dishonest provider): it ignores
+    /// `Idempotency-Key`, has no search and lists charges oldest first; its honest adapter
+    /// (`adapters/payments-basic.yaml`) claims only a lookup, which walks the customer's list.
+    BasicPayments,
     /// The partner webhook receiver: HMAC-signed, deduplicating nothing, opaque.
     Webhook,
 }
 
 impl Target {
     /// Every target, the protocol's kinds first.
-    pub(super) const ALL: [Target; 5] = [
+    pub(super) const ALL: [Target; 6] = [
         Target::Protocol(Kind::Idempotent),
         Target::Protocol(Kind::Queryable),
         Target::Protocol(Kind::Opaque),
         Target::Payments,
+        Target::BasicPayments,
         Target::Webhook,
     ];
 
     pub(super) fn parse(name: &str) -> anyhow::Result<Target> {
         match name {
             "payments" => Ok(Target::Payments),
+            "payments-basic" => Ok(Target::BasicPayments),
             "webhook" => Ok(Target::Webhook),
             other => other
                 .parse::<Kind>()
                 .map(Target::Protocol)
-                .map_err(|e| anyhow::anyhow!("{e}; or payments, webhook")),
+                .map_err(|e| anyhow::anyhow!("{e}; or payments, payments-basic, webhook")),
         }
     }
 
@@ -63,6 +71,7 @@ impl Target {
         match self {
             Target::Protocol(kind) => kind.as_str(),
             Target::Payments => "payments",
+            Target::BasicPayments => "payments-basic",
             Target::Webhook => "webhook",
         }
     }
@@ -76,12 +85,15 @@ impl Target {
     /// an adapter that is idempotent as well replays under the key inside the retention, and
     /// past it a person decides (the lookup is the operator's *Check destination*).
     pub(super) fn recovers_by_lookup(self) -> bool {
-        self == Target::Protocol(Kind::Queryable)
+        matches!(
+            self,
+            Target::Protocol(Kind::Queryable) | Target::BasicPayments
+        )
     }
 
-    /// Whether the destination takes a withdrawal.
+    /// Whether the adapter withdraws (a provider without keys cannot prove a refund once).
     pub(super) fn has_withdrawal(self) -> bool {
-        self != Target::Webhook
+        !matches!(self, Target::Webhook | Target::BasicPayments)
     }
 
     /// Whether a definition of this target's workflows has a v1 and a newer v2.
@@ -93,7 +105,7 @@ impl Target {
     pub(super) fn first_step(self) -> &'static str {
         match self {
             Target::Protocol(_) => "deliver",
-            Target::Payments => "charge",
+            Target::Payments | Target::BasicPayments => "charge",
             Target::Webhook => "post",
         }
     }
@@ -112,11 +124,11 @@ impl Target {
                 serde_json::json!({"adapter": adapter, "recipient": format!("r-{n}"),
                     "document": {"title": format!("Scenario {n}"), "body": "fault"}}),
             ),
-            Target::Payments => (
+            Target::Payments | Target::BasicPayments => (
                 "payment_receipt".into(),
                 serde_json::json!({"order": format!("{name}-{n}"), "customer": format!("cus_{n}"),
                     "email": format!("r-{n}@z29c.invalid"), "amount": 100 + n, "currency": "eur",
-                    "payments_adapter": "payments", "mail_adapter": MAIL}),
+                    "payments_adapter": self.as_str(), "mail_adapter": MAIL}),
             ),
             Target::Webhook => (
                 "partner_event".into(),
@@ -164,7 +176,9 @@ impl Running {
         let ledger = self.main.ledger().await?;
         Ok(match self.target {
             Target::Protocol(_) => ledger.deliveries.len(),
-            Target::Payments => ledger.charges.len() - ledger.charges_for(PROBE).count(),
+            Target::Payments | Target::BasicPayments => {
+                ledger.charges.len() - ledger.charges_for(PROBE).count()
+            }
             Target::Webhook => ledger.events.len() - ledger.events_for(PROBE).count(),
         })
     }
@@ -200,9 +214,21 @@ impl Ledgers {
         };
         match (target, &self.mail) {
             (Target::Protocol(_), _) => (protocol(&self.main), target.provable()),
-            (Target::Payments, Some(mail)) if !logical.starts_with("charge") => {
+            (Target::Payments | Target::BasicPayments, Some(mail))
+                if !logical.starts_with("charge") =>
+            {
                 (protocol(mail), true)
             }
+            // No key is sent: the charge carries it in its metadata.
+            (Target::BasicPayments, _) => (
+                self.main
+                    .charges
+                    .iter()
+                    .filter(|c| c.metadata.get("z29c_key").map(String::as_str) == Some(key))
+                    .map(|c| c.id.clone())
+                    .collect(),
+                true,
+            ),
             (Target::Payments, _) if compensation => (
                 self.main
                     .refunds
@@ -244,7 +270,7 @@ pub(super) async fn start(
             None,
             None,
         ),
-        Target::Payments => {
+        Target::Payments | Target::BasicPayments => {
             let mail = destination(
                 db,
                 admin,
@@ -297,19 +323,27 @@ async fn from_file(
     destinations::migrate(&pool).await?;
     let random = Uuid::new_v4().simple().to_string();
     let (value, config, file, env, adapter) = match target {
-        Target::Payments => {
+        Target::Payments | Target::BasicPayments => {
             let key = format!("sk_test_{random}");
+            let (base, file) = if target == Target::Payments {
+                (destinations::Config::payments(), PAYMENTS_ADAPTER)
+            } else {
+                (
+                    destinations::Config::basic_payments(),
+                    BASIC_PAYMENTS_ADAPTER,
+                )
+            };
             let config = destinations::Config {
                 api_key: Some(Secret::new(&key)),
                 visibility_window: std::time::Duration::from_millis(300),
-                ..destinations::Config::payments()
+                ..base
             };
             (
                 key,
                 config,
-                PAYMENTS_ADAPTER,
+                file,
                 "{ env: Z29C_PAYMENTS_API_KEY }",
-                "payments",
+                target.as_str(),
             )
         }
         _ => {
