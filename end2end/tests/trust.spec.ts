@@ -16,7 +16,8 @@ const demoPort = Number(process.env.Z29C_E2E_DEMO_PORT ?? '3201');
 
 function z29c(args: string[]): string {
   // The command joins the server's private cluster, as run.sh's `user add` does.
-  const env: NodeJS.ProcessEnv = { ...process.env, Z29C_PG_DATA: pgData, RUST_LOG: 'warn' };
+  // The deployment lets adapters reach loopback only: the demo's destinations are there.
+  const env: NodeJS.ProcessEnv = { ...process.env, Z29C_PG_DATA: pgData, Z29C_EGRESS_ALLOW: '127.0.0.0/8,::1', RUST_LOG: 'warn' };
   delete env.DATABASE_URL;
   try {
     return execFileSync(bin, args, { env }).toString();

@@ -30,6 +30,36 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<PgPool, DbError>
         .await?)
 }
 
+/// The small pool of anonymous work, sign-in (docs/DESIGN.md §15): a few connections, each
+/// statement cut off after [`ANONYMOUS_STATEMENT_TIMEOUT_MS`], so visitors who are nobody yet
+/// can never take the connections the console, the API and the workers need.
+#[derive(Clone, Debug)]
+pub struct AnonymousPool(pub PgPool);
+
+/// How many connections anonymous work may hold at once.
+pub const ANONYMOUS_CONNECTIONS: u32 = 4;
+/// How long one of its statements may run.
+pub const ANONYMOUS_STATEMENT_TIMEOUT_MS: u64 = 5_000;
+
+impl AnonymousPool {
+    /// A pool to the database `pool` reaches, connecting on first use.
+    pub fn beside(pool: &PgPool) -> Self {
+        let options = (*pool.connect_options())
+            .clone()
+            .options([(
+                "statement_timeout",
+                ANONYMOUS_STATEMENT_TIMEOUT_MS.to_string(),
+            )])
+            .application_name("z29c-anonymous");
+        AnonymousPool(
+            PgPoolOptions::new()
+                .max_connections(ANONYMOUS_CONNECTIONS)
+                .acquire_timeout(Duration::from_secs(2))
+                .connect_lazy_with(options),
+        )
+    }
+}
+
 /// Opens a pool on `url` sized for `max_connections` and applies pending migrations.
 pub async fn connect_and_migrate(url: &str, max_connections: u32) -> Result<PgPool, DbError> {
     let pool = connect(url, max_connections).await?;

@@ -52,6 +52,10 @@ pub enum StartError {
     },
     #[error("adapter `{0}` is not registered")]
     UnknownAdapter(String),
+    #[error(
+        "this client may start only workflows that call {allowed}; this one would call `{adapter}`"
+    )]
+    AdapterNotAllowed { adapter: String, allowed: String },
     #[error("creation key must be 1 to 200 characters, without NUL")]
     BadCreationKey,
     #[error(transparent)]
@@ -66,6 +70,19 @@ pub async fn start_workflow(
     new: NewWorkflow,
     actor: Actor<'_>,
 ) -> Result<Started, StartError> {
+    start_workflow_within(pool, new, actor, None).await
+}
+
+/// [`start_workflow`] for a client limited to `adapters` (names or patterns with one `*`, a
+/// token's limit): a workflow that would call another adapter is refused before anything is
+/// stored.
+pub async fn start_workflow_within(
+    pool: &PgPool,
+    new: NewWorkflow,
+    actor: Actor<'_>,
+    adapters: Option<&[String]>,
+) -> Result<Started, StartError> {
+    let limit = adapters;
     refuse_unstorable(&new)?;
     let definition = match new.version {
         Some(version) => Catalog::get(pool, &new.definition, version).await,
@@ -78,9 +95,12 @@ pub async fn start_workflow(
     })?;
     let version = definition.version();
     let input = definition.normalize(&new.input)?;
+    refuse_inexact(&new.input)?;
+    refuse_inexact(&input)?;
     definition.subject(&input)?;
     let digest = InputDigest::of_json(&input);
     let adapters = adapters_of(&definition, &input)?;
+    refuse_outside(&adapters, limit)?;
     let id = Uuid::now_v7();
     let steps = new_steps(
         id,
@@ -202,6 +222,48 @@ fn existing_or_conflict(
             existing: existing.input_digest,
             requested: digest.to_string(),
         })
+    }
+}
+
+/// Refuses an input holding an integer JSON does not carry exactly: rounded on the wire and
+/// in its digest, two inputs could share one.
+fn refuse_inexact(input: &Value) -> Result<(), StartError> {
+    match crate::domain::identity::inexact_integer(input) {
+        None => Ok(()),
+        Some(path) => {
+            let at = if path.is_empty() {
+                "the input".to_owned()
+            } else {
+                format!("`{path}`")
+            };
+            Err(InputError::Invalid(format!(
+                "{at} is an integer beyond ±2^53, which JSON does not carry exactly (two such inputs could share a digest): send it as a string"
+            ))
+            .into())
+        }
+    }
+}
+
+/// Refuses a workflow that would call an adapter outside `limit` (a token's), when there is one.
+fn refuse_outside(
+    adapters: &[(String, Option<String>)],
+    limit: Option<&[String]>,
+) -> Result<(), StartError> {
+    let Some(limit) = limit else { return Ok(()) };
+    match adapters.iter().flat_map(|(_, a)| a).find(|a| {
+        !limit
+            .iter()
+            .any(|p| crate::definition::adapter_matches(p, a))
+    }) {
+        None => Ok(()),
+        Some(outside) => Err(StartError::AdapterNotAllowed {
+            adapter: outside.clone(),
+            allowed: limit
+                .iter()
+                .map(|p| format!("`{p}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }),
     }
 }
 

@@ -29,6 +29,8 @@ pub mod adapter;
 #[cfg(feature = "runtime")]
 pub mod db;
 #[cfg(feature = "runtime")]
+pub mod diff;
+#[cfg(feature = "runtime")]
 pub mod embedded_pg;
 #[cfg(feature = "runtime")]
 pub mod failpoint;
@@ -50,3 +52,5 @@ pub mod template;
 pub mod watch;
 #[cfg(feature = "runtime")]
 pub mod worker;
+#[cfg(feature = "runtime")]
+pub mod yaml;

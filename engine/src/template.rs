@@ -18,8 +18,13 @@ use serde_json::Value;
 
 use crate::domain::InputDigest;
 
-/// The most instructions one rendering may run: templates describe requests, not programs.
+/// The most work one rendering may do, in minijinja's units (an instruction, a byte written or
+/// allocated): templates describe requests, not programs.
 const FUEL: u64 = 50_000;
+
+/// The most one template may write, and the most a whole tree may render to: what fuel
+/// already bounds, held again where the bytes land, whatever a filter allocates.
+pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
 
 /// Why a template could not be compiled or rendered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -136,26 +141,89 @@ pub fn render_text(text: &str, context: &Value) -> Result<Value, TemplateError> 
     if !is_template(text) {
         return Ok(Value::String(text.to_owned()));
     }
-    ENVIRONMENT
-        .render_str(text, Jinja::from(Serde(context)))
-        .map(Value::String)
-        .map_err(|e| TemplateError::new(text, &e))
+    let template = ENVIRONMENT
+        .template_from_str(text)
+        .map_err(|e| TemplateError::new(text, &e))?;
+    let mut out = Capped(Vec::new());
+    match template.render_captured_to(Jinja::from(Serde(context)), &mut out) {
+        Ok(_) => String::from_utf8(out.0)
+            .map(Value::String)
+            .map_err(|_| TemplateError {
+                template: crate::domain::words::displayable(text),
+                detail: "it rendered bytes that are not UTF-8".to_owned(),
+            }),
+        Err(_) if out.0.len() >= MAX_OUTPUT_BYTES => Err(too_large(text)),
+        Err(e) => Err(TemplateError::new(text, &e)),
+    }
+}
+
+fn too_large(text: &str) -> TemplateError {
+    TemplateError {
+        template: crate::domain::words::displayable(text),
+        detail: format!("it renders more than {MAX_OUTPUT_BYTES} bytes"),
+    }
+}
+
+/// Where a rendering writes: refuses a byte past [`MAX_OUTPUT_BYTES`].
+struct Capped(Vec<u8>);
+
+impl std::io::Write for Capped {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if self.0.len() + bytes.len() > MAX_OUTPUT_BYTES {
+            self.0.resize(MAX_OUTPUT_BYTES, 0);
+            return Err(std::io::Error::other("the output passed its cap"));
+        }
+        self.0.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// About how many bytes `value` holds: what a tree's renderings are charged.
+fn weight(value: &Value) -> usize {
+    match value {
+        Value::String(text) => text.len(),
+        Value::Array(items) => items.iter().map(weight).sum::<usize>() + 1,
+        Value::Object(fields) => {
+            fields
+                .iter()
+                .map(|(k, v)| k.len() + weight(v))
+                .sum::<usize>()
+                + 1
+        }
+        _ => 8,
+    }
 }
 
 /// Renders every string of `tree` (see the module documentation); keys are taken as written.
+/// The whole tree renders to at most [`MAX_OUTPUT_BYTES`], however many strings it has.
 pub fn render_tree(tree: &Value, context: &Value) -> Result<Value, TemplateError> {
+    let mut left = MAX_OUTPUT_BYTES;
+    render_within(tree, context, &mut left)
+}
+
+fn render_within(tree: &Value, context: &Value, left: &mut usize) -> Result<Value, TemplateError> {
     Ok(match tree {
-        Value::String(text) => render_text(text, context)?,
+        Value::String(text) => {
+            let rendered = render_text(text, context)?;
+            *left = left
+                .checked_sub(weight(&rendered))
+                .ok_or_else(|| too_large(text))?;
+            rendered
+        }
         Value::Array(items) => Value::Array(
             items
                 .iter()
-                .map(|item| render_tree(item, context))
+                .map(|item| render_within(item, context, left))
                 .collect::<Result<_, _>>()?,
         ),
         Value::Object(fields) => Value::Object(
             fields
                 .iter()
-                .map(|(k, v)| Ok((k.clone(), render_tree(v, context)?)))
+                .map(|(k, v)| Ok((k.clone(), render_within(v, context, left)?)))
                 .collect::<Result<_, TemplateError>>()?,
         ),
         other => other.clone(),
@@ -253,6 +321,36 @@ mod tests {
             "{% for a in range(1000) %}{% for b in range(1000) %}x{% endfor %}{% endfor %}";
         let error = render_text(endless, &json!({})).unwrap_err();
         assert!(error.detail.contains("fuel"), "{error}");
+    }
+
+    #[test]
+    fn a_template_that_would_allocate_gigabytes_is_refused_with_a_sentence() {
+        let context = json!({ "input": { "n": 1_000_000_000_u64, "s": "ab" } });
+        for bomb in [
+            "{{ 'x' * input.n }}",
+            "{{ ('a\\nb' | indent(input.n)) }}",
+            "x{{ 'x' * input.n }}",
+            "{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
+            "{{ input.s | replace('a', 'x' * 100000) | replace('x', 'y' * 100000) }}",
+            "{{ range(100000) | join('xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx') }}",
+            "{{ [input.s] * input.n }}",
+        ] {
+            let error = render_text(bomb, &context).unwrap_err();
+            assert!(
+                ["fuel", "more than", "too large"]
+                    .iter()
+                    .any(|why| error.detail.contains(why)),
+                "{bomb}: {error}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_tree_of_many_large_strings_is_refused_as_a_whole() {
+        let field = "{{ 'x' * 20000 }}";
+        let tree = Value::Array(vec![json!(field); 20]);
+        let error = render_tree(&tree, &json!({})).unwrap_err();
+        assert!(error.detail.contains("more than"), "{error}");
     }
 
     #[test]

@@ -16,6 +16,8 @@ pub mod ops;
 pub struct Cli {
     #[command(flatten)]
     pub(crate) telemetry: crate::telemetry::TelemetryArgs,
+    #[command(flatten)]
+    pub(crate) policy: PolicyArgs,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -130,6 +132,10 @@ pub(crate) struct ObserverArgs {
     /// `Idempotency-Key`.
     #[arg(long, env = "Z29C_WEBHOOK")]
     pub(crate) webhook: Option<String>,
+    /// The key every webhook post is signed with (`Z29C-Signature`, see the README's
+    /// Security section); required with --webhook.
+    #[arg(long, env = "Z29C_WEBHOOK_SIGNING_SECRET", hide_env_values = true)]
+    pub(crate) webhook_secret: Option<String>,
     /// Raise an alert for an outcome unknown longer than this many seconds.
     #[arg(long, env = "Z29C_ALERT_UNKNOWN_AGE_SECS", default_value_t = 900)]
     pub(crate) alert_unknown_age_secs: u64,
@@ -235,6 +241,16 @@ pub(crate) enum UserCommand {
         #[command(flatten)]
         database: DatabaseArgs,
     },
+    /// Failed sign-ins, counted per name and 15-minute window (kept 90 days), newest first.
+    Failures {
+        /// How many windows to print.
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        #[command(flatten)]
+        output: ops::Output,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
     /// Give an operator a new generated password; it is printed once.
     ResetPassword {
         name: String,
@@ -252,13 +268,23 @@ pub(crate) enum TokenCommand {
         /// viewer (reads workflow status) or operator/approver (also starts workflows).
         #[arg(long, default_value = "operator")]
         role: engine::domain::Role,
-        /// Start and read only workflows whose creation key begins with this.
+        /// Start and read only workflows whose creation key begins with this; such a token
+        /// reads no configuration, queue counts or incidents, which span every team.
         #[arg(long)]
         creation_key_prefix: Option<String>,
+        /// May change and read configuration (`PUT /api/v1/definitions`, `/api/v1/adapters`):
+        /// a privilege apart from the role, for the pipeline that deploys files.
+        #[arg(long)]
+        configure: bool,
+        /// The workflows it starts may call only these adapters (comma-separated names, or
+        /// patterns with one `*`).
+        #[arg(long, value_delimiter = ',')]
+        adapters: Option<Vec<String>>,
         #[command(flatten)]
         database: DatabaseArgs,
     },
-    /// List every token: name, role, creation-key prefix, created, revoked.
+    /// List every token: name, role, whether it configures, creation-key prefix, adapters,
+    /// created, revoked.
     List {
         #[command(flatten)]
         output: ops::Output,
@@ -295,6 +321,16 @@ pub(crate) enum DefinitionsCommand {
     /// List applied definitions.
     List {
         /// One JSON object per definition, for programs.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Every version of a definition: who applied it, when, and its diff from the one before.
+    History {
+        /// The definition's name.
+        name: String,
+        /// One JSON object per version, for programs.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -368,6 +404,17 @@ pub(crate) enum AdapterCommand {
         #[command(flatten)]
         database: DatabaseArgs,
     },
+    /// Every version of an adapter's file: who applied it, when, and its diff from the one
+    /// before.
+    History {
+        /// The adapter's name.
+        name: String,
+        /// One JSON object per version, for programs.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
     /// Each claim of an adapter's current version: its trust and the evidence.
     Claims {
         /// The adapter's name.
@@ -391,4 +438,28 @@ pub(crate) enum DbCommand {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
+}
+
+/// What the deployment lets adapter files reach (docs/DESIGN.md §15); `crate::policy` makes
+/// the process's policy of it.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct PolicyArgs {
+    /// The hosts and networks adapters may send requests to, comma-separated: `api.stripe.com`,
+    /// `*.example.com`, `10.0.0.0/8`, `127.0.0.1`. None when unset (the demo and the harness
+    /// add loopback). Link-local and cloud-metadata addresses only when named one by one.
+    #[arg(long, env = "Z29C_EGRESS_ALLOW", value_delimiter = ',', global = true)]
+    pub(crate) egress_allow: Vec<String>,
+    /// The directory a `{ file: PATH }` secret must be in. When unset no file may be named
+    /// (the demo uses its data directory).
+    #[arg(long, env = "Z29C_SECRETS_DIR", global = true)]
+    pub(crate) secrets_dir: Option<PathBuf>,
+    /// What every environment variable an adapter file names (a secret, a base URL) must
+    /// begin with; Z29C's own settings are refused whatever their name.
+    #[arg(
+        long,
+        env = "Z29C_SECRET_ENV_PREFIX",
+        default_value = "Z29C_",
+        global = true
+    )]
+    pub(crate) secret_env_prefix: String,
 }

@@ -19,6 +19,7 @@ impl Cli {
     /// Runs the chosen command to completion.
     pub fn run(self) -> anyhow::Result<ExitCode> {
         let tracing = crate::telemetry::init(&self.telemetry)?;
+        engine::adapter::policy::set(self.policy.for_command(&self.command)?);
         let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
         let ran = runtime.block_on(async move {
             match self.command {
@@ -34,7 +35,7 @@ impl Cli {
                 .await
                 .map(|()| ExitCode::SUCCESS),
                 Command::Token(command) => token(command).await.map(|()| ExitCode::SUCCESS),
-                Command::Adapter(command) => adapter(command).await.map(|()| ExitCode::SUCCESS),
+                Command::Adapter(command) => adapter(command).await,
                 Command::Apply(args) => crate::files::apply(args).await,
                 Command::Definitions(command) => crate::files::definitions(command).await,
                 Command::Render(args) => crate::files::render(args).await,
@@ -93,7 +94,9 @@ impl Cli {
 async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let db = Database::open(&args.database).await?;
     if args.before_resume {
-        let resume = engine::watch::invariants::prepare_resume(&db.pool).await?;
+        // Re-basing the outbox rewrites events, which only the schema's owner may do.
+        let owner = db.owner().await?;
+        let resume = engine::watch::invariants::prepare_resume(&owner).await?;
         println!(
             "before resume: {} external step(s) caught unfinished go to recovery (query, same-key \
              replay or review), {} waiting for dependencies will start the same way, {} pure \
@@ -179,6 +182,16 @@ async fn user(command: UserCommand) -> anyhow::Result<()> {
             db.close().await?;
             crate::ops::listing::users(&listed?, output.json, &mut std::io::stdout())?;
         }
+        UserCommand::Failures {
+            limit,
+            output,
+            database,
+        } => {
+            let db = Database::open(&database).await?;
+            let failures = engine::store::sign_in::failures(&db.pool, limit.clamp(1, 10_000)).await;
+            db.close().await?;
+            crate::ops::listing::failures(&failures?, output.json, &mut std::io::stdout())?;
+        }
         UserCommand::Disable { name, database } => {
             let db = Database::open(&database).await?;
             let done = operators::disable(&db.pool, &name, CLI).await;
@@ -230,6 +243,8 @@ async fn token(command: TokenCommand) -> anyhow::Result<()> {
             name,
             role,
             creation_key_prefix,
+            configure,
+            adapters,
             database,
         } => {
             let db = Database::open(&database).await?;
@@ -237,14 +252,22 @@ async fn token(command: TokenCommand) -> anyhow::Result<()> {
                 name: &name,
                 role,
                 creation_key_prefix: creation_key_prefix.as_deref(),
+                may_configure: configure,
+                adapters: adapters.as_deref(),
             };
             let created = token::create(&db.pool, &new, CLI).await;
             db.close().await?;
             println!("{}", created?);
-            let scope = match &creation_key_prefix {
+            let mut scope = match &creation_key_prefix {
                 Some(prefix) => format!("workflows whose creation key starts with `{prefix}`"),
                 None => "every workflow".to_owned(),
             };
+            if let Some(adapters) = &adapters {
+                scope.push_str(&format!(" calling only {}", adapters.join(", ")));
+            }
+            if configure {
+                scope.push_str(", and configuration");
+            }
             eprintln!(
                 "token `{name}` ({}, {scope}) created; it is shown only now: send it as `Authorization: Bearer <token>`",
                 role.as_str()
@@ -267,7 +290,7 @@ async fn token(command: TokenCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
+async fn adapter(command: AdapterCommand) -> anyhow::Result<ExitCode> {
     match command {
         AdapterCommand::Add {
             name,
@@ -288,8 +311,14 @@ async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
                 review_unknown,
             );
             let db = Database::open(&database).await?;
-            let added =
-                engine::adapter::apply::add_protocol(&db.pool, &name, &url, &contract, "cli").await;
+            let added = engine::adapter::apply::add_protocol(
+                &db.pool,
+                &name,
+                &url,
+                &contract,
+                engine::store::journal::Actor::Engine(&crate::files::cli_user()),
+            )
+            .await;
             db.close().await?;
             let (version, report) = added.with_context(|| format!("`{name}` not registered"))?;
             println!(
@@ -312,8 +341,13 @@ async fn adapter(command: AdapterCommand) -> anyhow::Result<()> {
             json,
             database,
         } => crate::files::list_claims(&name, json, &database).await?,
+        AdapterCommand::History {
+            name,
+            json,
+            database,
+        } => return crate::history::adapter(&name, json, &database).await,
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn db_exec(durable: bool, command: Vec<String>) -> anyhow::Result<ExitCode> {

@@ -45,8 +45,7 @@ enum FileKind {
 /// What kind of file `source` is, or why it is not YAML at all (with the line and column).
 fn kind_of(source: &str) -> Result<FileKind, engine::file_error::FileError> {
     use engine::file_error::FileError;
-    let value: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(source).map_err(|e| FileError::from_yaml(&e))?;
+    let value: serde_yaml_ng::Value = engine::yaml::parse(source)?;
     let map = value.as_mapping();
     if map.is_some_and(|m| m.contains_key("deliver")) {
         Ok(FileKind::Adapter)
@@ -69,8 +68,9 @@ pub(crate) async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
         let source = read(&path)?;
         let checked = kind_of(&source).and_then(|kind| {
             match kind {
-                FileKind::Adapter => engine::adapter::apply::build(&source).map(|_| ()),
-                FileKind::Definition => Definition::from_source(&source).map(|_| ()),
+                FileKind::Adapter => engine::adapter::apply::check(&source).map(|_| ()),
+                FileKind::Definition => Definition::from_source(&source)
+                    .and_then(|d| d.choices_listed().map_err(|e| e.placed_in(&source))),
             }
             .map(|()| kind)
         });
@@ -84,11 +84,13 @@ pub(crate) async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let db = Database::open(&args.database).await?;
+    let who = cli_user();
+    let by = engine::store::journal::Actor::Engine(&who);
     let mut failed = false;
     let verb = |dry: bool, done: &'static str, would: &'static str| if dry { would } else { done };
     for (path, source) in &adapters {
         use engine::store::adapter::FileStored;
-        match engine::adapter::apply::apply(&db.pool, source, "cli", args.dry_run).await {
+        match engine::adapter::apply::apply(&db.pool, source, by, args.dry_run).await {
             Ok((name, FileStored::Added { version } | FileStored::Changed { version })) => {
                 println!(
                     "{}: {} adapter {name} v{version}; it sends nothing until `z29c adapter verify {name} --sandbox URL` passes",
@@ -110,7 +112,7 @@ pub(crate) async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
         let applied = engine::definition::apply(
             &db.pool,
             source,
-            "cli",
+            by,
             args.dry_run,
             args.allow_missing_adapters,
         );
@@ -136,6 +138,18 @@ pub(crate) async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Who applies files at the command line, as stored beside each version and in the audit
+/// log: `cli:` and the login name the environment gives. Whoever runs `z29c` could set it;
+/// what vouches for them is the database credential the command needed.
+pub(crate) fn cli_user() -> String {
+    match std::env::var("USER").or_else(|_| std::env::var("LOGNAME")) {
+        Ok(user) if !user.is_empty() && !user.chars().any(char::is_control) => {
+            format!("cli:{}", user.chars().take(64).collect::<String>())
+        }
+        _ => "cli".to_owned(),
+    }
 }
 
 /// `z29c adapter list`.
@@ -263,9 +277,16 @@ pub(crate) async fn list_claims(
     Ok(())
 }
 
-/// `z29c definitions list`.
+/// `z29c definitions list` (and `history`).
 pub(crate) async fn definitions(command: DefinitionsCommand) -> anyhow::Result<ExitCode> {
-    let DefinitionsCommand::List { json, database } = command;
+    let (json, database) = match command {
+        DefinitionsCommand::List { json, database } => (json, database),
+        DefinitionsCommand::History {
+            name,
+            json,
+            database,
+        } => return crate::history::definition(&name, json, &database).await,
+    };
     let db = Database::open(&database).await?;
     let rows = engine::store::definition::all(&db.pool).await?;
     db.close().await?;

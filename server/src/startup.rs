@@ -24,10 +24,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Exposure::Direct
     };
     let app = router_for(
-        AppState {
-            pool: database.pool.clone(),
-            leptos_options,
-        },
+        AppState::new(database.pool.clone(), leptos_options),
         exposure,
     );
     let listener = tokio::net::TcpListener::bind(args.addr)
@@ -45,7 +42,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     } else {
         Some(spawn_worker(&database, &args.workers, stopped.clone()).await?)
     };
-    let observers = spawn_observer(&database.pool, &args.observer, stopped.clone());
+    let observers = spawn_observer(&database.pool, &args.observer, stopped.clone())?;
     let resumed = engine::recovery::bulk::resume_all(&database.pool).await?;
     if resumed > 0 {
         tracing::info!(runs = resumed, "resuming unfinished bulk recovery runs");
@@ -211,56 +208,46 @@ impl WorkerTuning {
 }
 
 /// Publishes the outbox (woken by NOTIFY), evaluates the alert rules, and sends webhooks and
-/// notifications, until `stopped`.
+/// notifications, each in a task of its own, until `stopped`.
 fn spawn_observer(
     pool: &sqlx::PgPool,
     args: &ObserverArgs,
     stopped: tokio::sync::watch::Receiver<bool>,
-) -> Vec<tokio::task::JoinHandle<()>> {
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+    let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    let every = Duration::from_secs(args.observe_every_secs.max(1));
     let publisher = engine::outbox::publisher::Publisher::new(
         pool.clone(),
         engine::outbox::consumers(args.webhook.clone()),
     );
-    let mut publisher_stop = stopped.clone();
-    let publishing = tokio::spawn(publisher.run(Duration::from_secs(1), async move {
-        let _ = publisher_stop.wait_for(|stop| *stop).await;
-    }));
-    let (pool, args, mut stopped) = (pool.clone(), args.clone(), stopped);
-    let observing = tokio::spawn(async move {
-        let rules = engine::watch::alerts::AlertRules {
-            max_unknown_age: Duration::from_secs(args.alert_unknown_age_secs),
-        };
-        let client = reqwest::Client::new();
-        loop {
-            if let Err(error) = engine::watch::alerts::evaluate(&pool, &rules).await {
-                tracing::warn!(%error, "alert evaluation failed");
-            }
-            if let Some(url) = &args.webhook {
-                if let Err(error) =
-                    engine::outbox::webhook::deliver_webhooks(&pool, &client, url).await
-                {
-                    tracing::warn!(%error, "the webhook queue could not be sent; it is tried again");
-                }
-                let send = |id: i64, workflow: uuid::Uuid, sentence: String| {
-                    let request = client
-                        .post(url)
-                        .header("Idempotency-Key", format!("notification-{id}"))
-                        .json(&serde_json::json!({ "workflow": workflow, "status": sentence }));
-                    async move { request.send().await.is_ok_and(|r| r.status().is_success()) }
-                };
-                if let Err(error) =
-                    engine::outbox::projections::dispatch_notifications(&pool, send).await
-                {
-                    tracing::warn!(%error, "notification dispatch failed");
-                }
-            }
-            tokio::select! {
-                _ = stopped.wait_for(|stop| *stop) => return,
-                () = tokio::time::sleep(Duration::from_secs(args.observe_every_secs.max(1))) => {}
-            }
-        }
-    });
-    vec![publishing, observing]
+    let mut tasks = vec![tokio::spawn(
+        publisher.run(Duration::from_secs(1), until_stopped(stopped.clone())),
+    )];
+    let rules = engine::watch::alerts::AlertRules {
+        max_unknown_age: Duration::from_secs(args.alert_unknown_age_secs),
+    };
+    tasks.push(tokio::spawn(engine::watch::alerts::evaluate_until(
+        pool.clone(),
+        rules,
+        every,
+        until_stopped(stopped.clone()),
+    )));
+    if let Some(url) = &args.webhook {
+        let key = args.webhook_secret.as_deref().context(
+            "--webhook needs --webhook-secret (Z29C_WEBHOOK_SIGNING_SECRET): every alert and notification is signed with it, so receivers can refuse anyone else's",
+        )?;
+        let receiver =
+            engine::outbox::webhook::Receiver::new(url.clone(), key).map_err(anyhow::Error::msg)?;
+        tasks.push(tokio::spawn(engine::outbox::webhook::send_until(
+            pool.clone(),
+            receiver,
+            every,
+            until_stopped(stopped),
+        )));
+    }
+    Ok(tasks)
 }
 
 #[cfg(test)]

@@ -260,7 +260,8 @@ pub async fn sign_in(username: String, password: String, csrf: String) -> Result
 
     let session = session::current().await?;
     session::check_sign_in_csrf(&session, &csrf).await?;
-    let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
+    let engine::db::AnonymousPool(pool) =
+        use_context::<engine::db::AnonymousPool>().ok_or(ConsoleError::Internal)?;
     let address = session::client_address().await;
     let outcome = engine::operators::sign_in(&pool, &username, &password, &address).await?;
     let reason = outcome.refusal().unwrap_or_default();

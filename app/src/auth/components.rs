@@ -17,19 +17,11 @@ pub fn SignInPage() -> impl IntoView {
         .read_untracked()
         .get("username")
         .unwrap_or_default();
-    let refusal = refusal_in_address(SignIn::PATH).filter(|e| {
-        matches!(
-            e,
-            ConsoleError::SignIn { .. }
-                | ConsoleError::Throttled { .. }
-                | ConsoleError::Conflict { .. }
-                | ConsoleError::Invalid { .. }
-        )
-    });
+    let refusal = refusal_in_address(SignIn::PATH).and_then(|e| shown_refusal(&e));
     view! {
         <section class="page narrow">
             <h1>"Sign in"</h1>
-            {refusal.map(|e| view! { <p class="error" role="alert" data-testid="refusal">{e.to_string()}</p> })}
+            {refusal.map(|e| view! { <p class="error" role="alert" data-testid="refusal">{e}</p> })}
             <Suspense fallback=|| ()>
                 {move || {
                     let username = username.clone();
@@ -54,6 +46,35 @@ pub fn SignInPage() -> impl IntoView {
             </Suspense>
         </section>
     }
+}
+
+/// What the sign-in page says of a refusal its address carries. Anyone can write a link with
+/// any text in it, so the page shows only the server's own sentences: a throttling or a wrong
+/// password exactly as the server words them, an expired or forged form in the server's words
+/// for it, anything else not at all.
+fn shown_refusal(error: &ConsoleError) -> Option<String> {
+    match error {
+        ConsoleError::SignIn { reason } | ConsoleError::Throttled { reason } => {
+            own_refusal(reason).then(|| reason.clone())
+        }
+        ConsoleError::Conflict { .. } | ConsoleError::Invalid { .. } => Some(
+            "This form has expired or did not come from this console; reload the page and try again."
+                .to_owned(),
+        ),
+        _ => None,
+    }
+}
+
+/// Whether `reason` is a sentence the server's sign-in writes (checked where the page is
+/// rendered; in the browser the server's rendering stands).
+#[cfg(feature = "ssr")]
+fn own_refusal(reason: &str) -> bool {
+    engine::operators::SignIn::is_own_refusal(reason)
+}
+
+#[cfg(not(feature = "ssr"))]
+fn own_refusal(_: &str) -> bool {
+    false
 }
 
 /// Who is signed in, and the way out; or the way in.

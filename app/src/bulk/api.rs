@@ -131,13 +131,26 @@ pub async fn start_bulk(
 /// Run `id` and every item's outcome so far.
 #[server(prefix = "/fn")]
 pub async fn bulk_run(id: String) -> Result<RunView, ConsoleError> {
-    crate::auth::api::session::require(engine::domain::Role::Viewer).await?;
+    use crate::auth::api::session;
+
+    let operator = session::require(engine::domain::Role::Viewer).await?;
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     let id = uuid::Uuid::parse_str(&id).map_err(|_| ConsoleError::NotFound.answered())?;
     let p = engine::recovery::bulk::progress(&pool, id)
         .await?
         .ok_or_else(|| ConsoleError::NotFound.answered())?;
+    let may_stop = p.finished_at.is_none()
+        && operator.role >= engine::domain::Role::Operator
+        && (p.author == operator.username || operator.role >= engine::domain::Role::Approver);
+    let stop_csrf = match may_stop {
+        true => Some(session::csrf_token(&session::current().await?).await?),
+        false => None,
+    };
     Ok(RunView {
+        stopped: p
+            .stopped
+            .map(|(by, reason)| format!("Stopped by {by}: {reason}")),
+        stop_csrf,
         action: p.action.label().to_owned(),
         author: p.author,
         reason: p.reason,
@@ -156,4 +169,25 @@ pub async fn bulk_run(id: String) -> Result<RunView, ConsoleError> {
             })
             .collect(),
     })
+}
+
+/// Stops run `id` (its author or an approver): the rows it has not acted on are refused, and
+/// the stop is audited; then its page again.
+#[server(prefix = "/fn")]
+pub async fn stop_bulk(id: String, reason: String, csrf: String) -> Result<(), ConsoleError> {
+    use crate::auth::api::session;
+
+    let operator = session::require(engine::domain::Role::Operator).await?;
+    session::check_csrf(&session::current().await?, &csrf).await?;
+    let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
+    let run = uuid::Uuid::parse_str(&id).map_err(|_| ConsoleError::NotFound.answered())?;
+    match engine::recovery::bulk::stop(&pool, run, &operator, &reason).await {
+        Ok(_) => {}
+        Err(engine::recovery::bulk::BulkError::Invalid(reason)) => {
+            return Err(ConsoleError::Invalid { reason }.answered());
+        }
+        Err(engine::recovery::bulk::BulkError::Sqlx(e)) => return Err(e.into()),
+    }
+    leptos_axum::redirect(&format!("/bulk/{run}"));
+    Ok(())
 }

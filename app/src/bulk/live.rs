@@ -3,6 +3,8 @@
 
 use leptos::prelude::*;
 
+use leptos::server_fn::ServerFn;
+
 use super::types::RunView;
 
 /// The run `id`'s progress, starting from `run` as the server read it.
@@ -10,11 +12,12 @@ use super::types::RunView;
 pub fn LiveProgress(id: String, run: RunView) -> impl IntoView {
     let run = RwSignal::new(run);
     Effect::new(move |_| crate::live::island_ready());
+    let shown = id.clone();
     #[cfg(feature = "hydrate")]
     follow(id, run);
     #[cfg(not(feature = "hydrate"))]
     let _ = id;
-    move || view! { <Progress r=run.get() /> }
+    move || view! { <Progress id=shown.clone() r=run.get() /> }
 }
 
 /// Reads run `id` every second into `run`, until it has finished.
@@ -46,7 +49,7 @@ fn follow(id: String, run: RwSignal<RunView>) {
 /// The run: who started it, why, and each row's outcome so far. (Plain links: an island has
 /// no router in the browser.)
 #[component]
-fn Progress(r: RunView) -> impl IntoView {
+fn Progress(id: String, r: RunView) -> impl IntoView {
     let count = |o: &str| {
         r.items
             .iter()
@@ -66,7 +69,18 @@ fn Progress(r: RunView) -> impl IntoView {
         <h1>{format!("Bulk run: {}", r.action)}</h1>
         <p class="muted">{format!("By {} at {} steps/s: {}", r.author, r.rate_per_sec, r.reason)}</p>
         <p data-testid="bulk-progress">{summary}</p>
+        {r.stopped.map(|s| view! { <p class="notice warn" data-testid="bulk-stopped">{s}</p> })}
         {(!r.finished).then(|| view! { <p><a href="">"Reload"</a></p> })}
+        {r.stop_csrf.map(|csrf| view! {
+            <form method="post" action=super::api::StopBulk::url() class="stack action danger" data-testid="bulk-stop">
+                <input type="hidden" name="csrf" value=csrf />
+                <input type="hidden" name="id" value=id.clone() />
+                <label>"Why stop it (recorded in the audit log)"
+                    <textarea name="reason" required rows="2"></textarea>
+                </label>
+                <button type="submit" class="danger">"Stop this run"</button>
+            </form>
+        })}
         <table class="queue">
             <tbody>
                 {r.items

@@ -34,6 +34,11 @@ pub struct RunView {
     pub reason: String,
     pub rate_per_sec: i32,
     pub finished: bool,
+    /// Who stopped it and why, when it was stopped.
+    pub stopped: Option<String>,
+    /// The form token, when this operator may stop the run (its author or an approver, while
+    /// it goes on).
+    pub stop_csrf: Option<String>,
     /// step id, creation key, outcome ("pending", "done", "refused", "failed"), message.
     pub items: Vec<(String, String, String, String)>,
 }

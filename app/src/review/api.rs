@@ -51,7 +51,7 @@ pub async fn review_queue(
         format!("{}|{}", last.unknown_since.to_rfc3339(), last.step_id)
     });
     let incidents = if cursor.is_none() {
-        engine::read::queue::open_incidents(&pool, PAGE_SIZE).await?
+        engine::read::queue::open_incidents(&pool, PAGE_SIZE, None).await?
     } else {
         Vec::new()
     };

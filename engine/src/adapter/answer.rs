@@ -18,7 +18,11 @@ pub const EXCERPT_CHARS: usize = 300;
 /// Classifies a transport error by when it happened: a failed connect means the request never
 /// left; anything later (timeout, reset, truncated body) leaves the outcome unknown.
 pub(super) fn transport_error(error: &reqwest::Error, deadline_ms: u64) -> TransportObservation {
-    if error.is_connect() {
+    if error.is_builder() {
+        TransportObservation::NotSent {
+            detail: error.to_string(),
+        }
+    } else if error.is_connect() {
         TransportObservation::ConnectFailed {
             detail: error.to_string(),
         }

@@ -10,6 +10,7 @@ use super::{AdapterSpec, DataAdapter};
 use crate::domain::SideEffectContract;
 use crate::file_error::FileError;
 use crate::store::adapter::{self as store, AdapterFile, ClaimRecord, FileStored};
+use crate::store::journal::{self, Actor, AuditEntry};
 
 /// Why an adapter file was not applied. Nothing was stored.
 #[derive(Debug, thiserror::Error)]
@@ -22,8 +23,33 @@ pub enum AdapterApplyError {
 
 /// Parses, checks and builds the adapter `source` describes (its secrets must be set here).
 pub fn build(source: &str) -> Result<DataAdapter, FileError> {
-    let spec = AdapterSpec::parse(source)?;
+    let spec = check(source)?;
     DataAdapter::new(spec).map_err(|e| FileError::at(None, e.to_string()))
+}
+
+/// Parses and checks `source` against the deployment's policy (docs/DESIGN.md §15) without
+/// reading a secret: each reference must be one the deployment lets files name, and the base
+/// URL a host it lets requests reach. Applying a file therefore says nothing of which
+/// variables are set or which files exist.
+pub fn check(source: &str) -> Result<AdapterSpec, FileError> {
+    let spec = AdapterSpec::parse(source)?;
+    for secret in spec.secrets() {
+        secret.allowed().map_err(|e| {
+            let near = match &secret {
+                super::SecretRef::Env(name) => name.clone(),
+                super::SecretRef::File(path) => path.display().to_string(),
+            };
+            FileError::about(near, e.to_string()).placed_in(source)
+        })?;
+    }
+    let base_url = match &spec.base_url {
+        super::spec::BaseUrl::Literal(url) => super::data::reachable(url),
+        super::spec::BaseUrl::Env { env } => super::policy::current()
+            .allows_env(env)
+            .map_err(super::SecretError::NotAllowed),
+    };
+    base_url.map_err(|e| FileError::about("base_url:", e.to_string()).placed_in(source))?;
+    Ok(spec)
 }
 
 /// Checks `source` and stores it as the adapter's next version (unless `dry_run`, or it is the
@@ -31,11 +57,11 @@ pub fn build(source: &str) -> Result<DataAdapter, FileError> {
 pub async fn apply(
     pool: &PgPool,
     source: &str,
-    applied_by: &str,
+    by: Actor<'_>,
     dry_run: bool,
 ) -> Result<(String, FileStored), AdapterApplyError> {
-    let adapter = build(source)?;
-    let name = adapter.spec().name.clone();
+    let spec = check(source)?;
+    let name = spec.name.clone();
     if dry_run {
         let current = store::current_file(pool, &name).await?;
         return Ok((
@@ -50,19 +76,55 @@ pub async fn apply(
         ));
     }
     let mut tx = pool.begin().await?;
-    let stored = store::store_file(
+    let (stored, previous) = store::store_file(
         &mut tx,
         &AdapterFile {
             name: &name,
-            base_url: adapter.base_url(),
+            base_url: &spec.base_url.as_written(),
             source,
-            declared: &adapter.spec().contract(),
-            applied_by,
+            declared: &spec.contract(),
+            applied_by: &by.label(),
         },
     )
     .await?;
+    audit_stored(&mut tx, by, &name, &stored, previous, source).await?;
     tx.commit().await?;
     Ok((name, stored))
+}
+
+/// Records who stored which version of adapter `name` and what changed from the version it
+/// replaced (docs/DESIGN.md §15); nothing for a file that was the current version already.
+async fn audit_stored(
+    conn: &mut sqlx::PgConnection,
+    by: Actor<'_>,
+    name: &str,
+    stored: &FileStored,
+    previous: Option<String>,
+    source: &str,
+) -> sqlx::Result<()> {
+    let version = match stored {
+        FileStored::Unchanged { .. } => return Ok(()),
+        FileStored::Added { version } | FileStored::Changed { version } => *version,
+    };
+    let diff = crate::diff::unified_off_thread(
+        previous.unwrap_or_default(),
+        source.to_owned(),
+        format!("{name} v{}", version - 1),
+        format!("{name} v{version}"),
+    )
+    .await;
+    journal::audit(
+        conn,
+        &AuditEntry {
+            actor: by,
+            action: "adapter_apply",
+            workflow: None,
+            step: None,
+            reason: None,
+            details: serde_json::json!({ "adapter": name, "version": version, "diff": diff }),
+        },
+    )
+    .await
 }
 
 /// What `z29c adapter verify` found.
@@ -163,7 +225,7 @@ pub async fn add_protocol(
     name: &str,
     base_url: &str,
     contract: &SideEffectContract,
-    applied_by: &str,
+    by: Actor<'_>,
 ) -> Result<(i32, SuiteReport), AdapterApplyError> {
     let mut spec = super::protocol::protocol_spec_claiming(base_url, contract);
     spec.name = name.to_owned();
@@ -175,22 +237,21 @@ pub async fn add_protocol(
         return Err(FileError::at(None, report.refusal()).into());
     }
     let mut tx = pool.begin().await?;
-    let version = match store::store_file(
+    let (stored, previous) = store::store_file(
         &mut tx,
         &AdapterFile {
             name,
             base_url,
             source: &source,
             declared: &spec.contract(),
-            applied_by,
+            applied_by: &by.label(),
         },
     )
-    .await?
-    {
-        FileStored::Added { version }
-        | FileStored::Changed { version }
-        | FileStored::Unchanged { version } => version,
-    };
+    .await?;
+    audit_stored(&mut tx, by, name, &stored, previous, &source).await?;
+    let (FileStored::Added { version }
+    | FileStored::Changed { version }
+    | FileStored::Unchanged { version }) = stored;
     store::record_verification(
         &mut tx,
         name,

@@ -67,10 +67,17 @@ impl DataAdapter {
     pub fn new(spec: AdapterSpec) -> Result<DataAdapter, SecretError> {
         let base_url = match &spec.base_url {
             BaseUrl::Literal(url) => url.clone(),
-            BaseUrl::Env { env } => std::env::var(env)
-                .ok()
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| SecretError::BaseUrlNotSet(env.clone()))?,
+            BaseUrl::Env { env } => {
+                super::policy::current()
+                    .allows_env(env)
+                    .map_err(SecretError::NotAllowed)?;
+                let url = std::env::var(env)
+                    .ok()
+                    .filter(|v| !v.is_empty())
+                    .ok_or_else(|| SecretError::BaseUrlNotSet(env.clone()))?;
+                reachable(&url)?;
+                url
+            }
         };
         let auth = match &spec.auth {
             None => None,
@@ -97,6 +104,8 @@ impl DataAdapter {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_millis(contract.deadline_ms.min(5_000)))
             .pool_idle_timeout(Duration::from_secs(30))
+            // Every name resolves only to addresses the deployment allows.
+            .dns_resolver(std::sync::Arc::new(super::policy::Resolver))
             // A redirect would send the body again elsewhere: one attempt, one request.
             .redirect(reqwest::redirect::Policy::none())
             .build()
@@ -121,7 +130,7 @@ impl DataAdapter {
         &self.base_url
     }
 
-    /// The same adapter calling `base_url` instead: a sandbox its contract suite runs against.
+    /// The same adapter calling `base_url` instead: a sandbox verification runs against.
     pub fn with_base_url(mut self, base_url: &str) -> Self {
         self.base_url = base_url.trim_end_matches('/').to_owned();
         self
@@ -158,7 +167,7 @@ impl DataAdapter {
         context: &Value,
         content_digest: InputDigest,
     ) -> Result<PreparedRequest, PrepareError> {
-        let path = text(&shape.path.0, context)?;
+        let path = without_dot_segments(text(&shape.path.0, context)?)?;
         let pairs = |map: &std::collections::BTreeMap<String, Template>| {
             map.iter()
                 .map(|(name, value)| Ok((name.clone(), text(&value.0, context)?)))
@@ -238,6 +247,35 @@ impl DataAdapter {
             json: d.json.as_ref(),
             form: d.form.as_ref(),
         }
+    }
+}
+
+/// Whether the deployment's egress policy could let a request reach `url`'s host at all (an
+/// address in the URL, a host name by name); its addresses are checked again at connect time.
+pub(crate) fn reachable(url: &str) -> Result<(), SecretError> {
+    let host = reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .ok_or_else(|| SecretError::NotAllowed(format!("`{url}` is not a URL with a host")))?;
+    super::policy::current()
+        .may_reach(&host)
+        .map_err(SecretError::NotAllowed)
+}
+
+/// `path`, unless a segment of it is `.` or `..` (written so or percent-encoded): `urlencode`
+/// keeps dots, so an input of `..` would otherwise reach another resource than the file names.
+fn without_dot_segments(path: String) -> Result<String, PrepareError> {
+    let dots = path.split('/').any(|segment| {
+        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
+        decoded == "." || decoded == ".."
+    });
+    if dots {
+        Err(PrepareError(format!(
+            "the request's path `{}` has a `.` or `..` segment, which would reach another resource than the file names",
+            crate::domain::words::displayable(&path)
+        )))
+    } else {
+        Ok(path)
     }
 }
 

@@ -12,6 +12,7 @@ pub mod apply;
 pub mod contract_suite;
 pub mod contracts;
 mod data;
+pub mod policy;
 pub mod protocol;
 pub mod registry;
 pub mod secret;

@@ -30,8 +30,16 @@ impl Adapters {
     where
         E: sqlx::Executor<'e, Database = sqlx::Postgres>,
     {
+        let rows = adapter_store::all(executor).await?;
+        // Building reads secret files: on a blocking thread, never on an async one.
+        Ok(tokio::task::spawn_blocking(move || Self::built(rows))
+            .await
+            .unwrap_or_default())
+    }
+
+    fn built(rows: Vec<adapter_store::AdapterRow>) -> Self {
         let mut adapters = Self::default();
-        for row in adapter_store::all(executor).await? {
+        for row in rows {
             let may_send = row.may_send();
             let adapter = match &row.source {
                 Some(source) => match super::apply::build(source) {
@@ -54,7 +62,7 @@ impl Adapters {
                 },
             );
         }
-        Ok(adapters)
+        adapters
     }
 
     /// Adds (or replaces) an adapter under `name`, as one that may send.

@@ -66,12 +66,15 @@ impl fmt::Display for SecretRef {
 /// Why a secret (or an environment-provided base URL) could not be resolved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SecretError {
-    /// The variable or file is absent or empty.
+    /// The variable or file is absent or empty (or not a small regular file).
     #[error("secret {0} is not set")]
     NotSet(SecretRef),
     /// The base URL's environment variable is absent or empty.
     #[error("the base URL's environment variable `{0}` is not set")]
     BaseUrlNotSet(String),
+    /// The deployment does not let adapter files name this variable, file or host.
+    #[error("{0}")]
+    NotAllowed(String),
 }
 
 /// A resolved secret. Its `Debug` and `Display` print `[redacted]`.
@@ -98,12 +101,29 @@ impl fmt::Display for Secret {
 }
 
 impl SecretRef {
-    /// The secret's value, or why it is not set.
+    /// Whether the deployment lets a file name this reference (its policy's variable prefix
+    /// and secrets directory), saying nothing of whether it is set: what a file is checked
+    /// against when it is applied, so applying cannot tell anyone which files exist.
+    pub fn allowed(&self) -> Result<(), SecretError> {
+        let policy = super::policy::current();
+        match self {
+            SecretRef::Env(name) => policy.allows_env(name),
+            SecretRef::File(path) => policy.allows_file(path),
+        }
+        .map_err(SecretError::NotAllowed)
+    }
+
+    /// The secret's value, or why it is not set. A file must be a regular file of at most
+    /// [`MAX_SECRET_FILE_BYTES`](super::policy::MAX_SECRET_FILE_BYTES): a device or a FIFO
+    /// would block or never end, and is refused before it is opened.
     pub fn resolve(&self) -> Result<Secret, SecretError> {
+        self.allowed()?;
         let value = match self {
             SecretRef::Env(name) => std::env::var(name).ok(),
-            SecretRef::File(path) => std::fs::read_to_string(path)
+            SecretRef::File(path) => std::fs::metadata(path)
                 .ok()
+                .filter(|m| m.is_file() && m.len() <= super::policy::MAX_SECRET_FILE_BYTES)
+                .and_then(|_| std::fs::read_to_string(path).ok())
                 .map(|text| text.trim_end_matches(['\n', '\r']).to_owned()),
         };
         match value {

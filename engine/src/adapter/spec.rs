@@ -143,6 +143,17 @@ pub enum BaseUrl {
     Env { env: String },
 }
 
+impl BaseUrl {
+    /// The base URL as the file writes it: a reference stays a reference, never what it holds
+    /// (what is stored and shown).
+    pub fn as_written(&self) -> String {
+        match self {
+            BaseUrl::Literal(url) => url.trim_end_matches('/').to_owned(),
+            BaseUrl::Env { env } => format!("{{ env: {env} }}"),
+        }
+    }
+}
+
 /// How requests authenticate. Secrets are added only when sending.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "text::AuthFile", into = "text::AuthFile")]
@@ -340,7 +351,7 @@ impl AdapterSpec {
     /// Parses an adapter file and runs every static check.
     pub fn parse(source: &str) -> Result<AdapterSpec, FileError> {
         text::take_refused();
-        let spec: AdapterSpec = serde_yaml_ng::from_str(source).map_err(|e| {
+        let spec: AdapterSpec = crate::yaml::from_str(source).map_err(|e| {
             let mut error = FileError::from_yaml(&e);
             if let Some(line) =
                 text::take_refused().and_then(|t| crate::file_error::line_of(source, &t))

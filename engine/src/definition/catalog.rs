@@ -8,11 +8,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 
+use serde_json::json;
 use sqlx::{Executor, PgConnection, PgPool, Postgres};
 
 use super::{Definition, InputError};
 use crate::file_error::FileError;
 use crate::store::definition as store;
+use crate::store::journal::{self, Actor, AuditEntry};
 
 /// Compiled definitions by name and version.
 type Compiled = HashMap<(String, i32), Arc<Definition>>;
@@ -142,7 +144,7 @@ pub async fn apply_as(
     source: &str,
     name: &str,
     version: i32,
-    applied_by: &str,
+    by: Actor<'_>,
     dry_run: bool,
     allow_missing_adapters: bool,
 ) -> Result<Applied, ApplyError> {
@@ -158,10 +160,8 @@ pub async fn apply_as(
         )
         .into());
     }
-    if !allow_missing_adapters {
-        adapters_registered(pool, &definition).await?;
-    }
-    store_compiled(pool, &definition, source, applied_by, dry_run).await
+    checked_for_apply(pool, &definition, source, allow_missing_adapters).await?;
+    store_compiled(pool, &definition, source, by, dry_run).await
 }
 
 /// Checks `source` and stores it, unless `dry_run`. Re-applying the same file changes
@@ -170,19 +170,29 @@ pub async fn apply_as(
 pub async fn apply(
     pool: &PgPool,
     source: &str,
-    applied_by: &str,
+    by: Actor<'_>,
     dry_run: bool,
     allow_missing_adapters: bool,
 ) -> Result<Applied, ApplyError> {
     let definition = Definition::from_source(source)?;
-    if !allow_missing_adapters {
-        adapters_registered(pool, &definition).await?;
-    }
-    store_compiled(pool, &definition, source, applied_by, dry_run).await
+    checked_for_apply(pool, &definition, source, allow_missing_adapters).await?;
+    store_compiled(pool, &definition, source, by, dry_run).await
 }
 
-/// Refuses a definition whose steps name, literally, an adapter that is not registered.
-async fn adapters_registered(pool: &PgPool, definition: &Definition) -> Result<(), ApplyError> {
+/// What applying checks beyond compiling: every adapter the input may choose is listed, and
+/// (unless `allow_missing_adapters`) every adapter named literally is registered.
+async fn checked_for_apply(
+    pool: &PgPool,
+    definition: &Definition,
+    source: &str,
+    allow_missing_adapters: bool,
+) -> Result<(), ApplyError> {
+    definition
+        .choices_listed()
+        .map_err(|e| e.placed_in(source))?;
+    if allow_missing_adapters {
+        return Ok(());
+    }
     let known = crate::store::adapter::names(pool).await?;
     match definition
         .named_adapters()
@@ -197,12 +207,13 @@ async fn adapters_registered(pool: &PgPool, definition: &Definition) -> Result<(
     }
 }
 
-/// Stores `definition`, compiled from `source`, as [`apply`] describes.
+/// Stores `definition`, compiled from `source`, as [`apply`] describes, and records who
+/// applied it with its diff from the newest version before it (docs/DESIGN.md §15).
 async fn store_compiled(
     pool: &PgPool,
     definition: &Definition,
     source: &str,
-    applied_by: &str,
+    by: Actor<'_>,
     dry_run: bool,
 ) -> Result<Applied, ApplyError> {
     let (name, version) = (definition.name().to_owned(), definition.version());
@@ -214,30 +225,59 @@ async fn store_compiled(
         return if stored == source {
             Ok(unchanged())
         } else {
-            Err(changed(&name, version, &stored, source))
+            Err(changed(&name, version, stored, source).await)
         };
     }
     if dry_run {
         return Ok(Applied::Added { name, version });
     }
     let digest = definition.source_digest.to_string();
-    if store::insert(pool, &name, version, source, &digest, applied_by).await? {
+    let mut tx = pool.begin().await?;
+    if store::insert(&mut *tx, &name, version, source, &digest, &by.label()).await? {
+        let before = store::newest_before(&mut *tx, &name, version).await?;
+        let diff = crate::diff::unified_off_thread(
+            before.as_ref().map(|(_, s)| s.clone()).unwrap_or_default(),
+            source.to_owned(),
+            before.map_or_else(|| "(none)".to_owned(), |(v, _)| format!("{name} v{v}")),
+            format!("{name} v{version}"),
+        )
+        .await;
+        let details =
+            json!({ "definition": name, "version": version, "digest": digest, "diff": diff });
+        journal::audit(
+            &mut tx,
+            &AuditEntry {
+                actor: by,
+                action: "definition_apply",
+                workflow: None,
+                step: None,
+                reason: None,
+                details,
+            },
+        )
+        .await?;
+        tx.commit().await?;
         return Ok(Applied::Added { name, version });
     }
+    drop(tx);
     // Another apply stored this name and version between the read and the insert.
     match store::source(pool, &name, version).await? {
         Some(stored) if stored == source => Ok(unchanged()),
-        Some(stored) => Err(changed(&name, version, &stored, source)),
+        Some(stored) => Err(changed(&name, version, stored, source).await),
         None => Err(sqlx::Error::RowNotFound.into()),
     }
 }
 
-fn changed(name: &str, version: i32, stored: &str, source: &str) -> ApplyError {
-    let diff = similar::TextDiff::from_lines(stored, source)
-        .unified_diff()
-        .context_radius(2)
-        .header("applied", "this file")
-        .to_string();
+/// The refusal of another file under a stored name and version, with their difference
+/// (bounded, and computed off the async threads: either file may be large).
+async fn changed(name: &str, version: i32, stored: String, source: &str) -> ApplyError {
+    let diff = crate::diff::unified_off_thread(
+        stored,
+        source.to_owned(),
+        "applied".to_owned(),
+        "this file".to_owned(),
+    )
+    .await;
     ApplyError::Changed {
         name: name.to_owned(),
         version,

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use super::file::{DefinitionFile, StepFile};
+use super::file::{DefinitionFile, ExternalFile, StepFile};
 use super::{StepKind, StepSpec};
 use crate::file_error::FileError;
 use crate::template::{self, TemplateError};
@@ -92,6 +92,7 @@ pub(super) fn check_step(
             (StepKind::Pure, template::variables_of_tree(&tree))
         }
         (None, Some(external)) => {
+            check_adapter_list(external).map_err(at)?;
             let mut read = template::variables_of_tree(&external.request);
             for text in [Some(&external.adapter), external.digest.as_ref()]
                 .into_iter()
@@ -116,6 +117,34 @@ pub(super) fn check_step(
         required_fields: required_fields.into_iter().collect(),
         accepts_waiver: step.accepts_waiver,
     })
+}
+
+/// Whether `adapter` is a template (chosen when a workflow starts) rather than a name.
+pub(super) fn is_template(adapter: &str) -> bool {
+    adapter.contains("{{") || adapter.contains("{%")
+}
+
+/// Refuses an `adapters` list with something that names no adapter, or one that leaves out
+/// the very adapter the step names.
+fn check_adapter_list(external: &ExternalFile) -> Result<(), String> {
+    let Some(list) = &external.adapters else {
+        return Ok(());
+    };
+    if list.is_empty() {
+        return Err("`adapters` is empty: list the adapters `adapter` may choose".to_owned());
+    }
+    if let Some(bad) = list.iter().find(|p| !super::is_adapter_pattern(p)) {
+        return Err(format!(
+            "`adapters` lists `{bad}`, which is neither an adapter name nor a pattern with one `*`"
+        ));
+    }
+    let named = external.adapter.trim();
+    if !is_template(named) && !list.iter().any(|p| super::adapter_matches(p, named)) {
+        return Err(format!(
+            "names adapter `{named}`, which its own `adapters` list leaves out"
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses a template that reads what nobody provides: an input field the schema does not

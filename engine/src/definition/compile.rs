@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use super::check::{check_name, check_reads, check_step, template_error};
+use super::check::{check_name, check_reads, check_step, is_template, template_error};
 use super::file::{DefinitionFile, ExternalFile, StepFile};
 use super::{InputError, StepKind, StepSpec};
 use crate::domain::InputDigest;
@@ -199,18 +199,58 @@ impl Definition {
             .iter()
             .filter_map(|step| {
                 let adapter = step.external.as_ref()?.adapter.trim();
-                (!adapter.contains("{{") && !adapter.contains("{%"))
-                    .then_some((step.name.as_str(), adapter))
+                (!is_template(adapter)).then_some((step.name.as_str(), adapter))
             })
             .collect()
     }
 
-    /// The adapter an external step of a workflow with `input` calls.
+    /// Refuses a step whose `adapter` the input chooses with no `adapters` list to choose
+    /// from: a file applied now must list them, or any input could pick any adapter, with its
+    /// secrets. (One stored before lists existed still compiles, for the workflows it runs,
+    /// and starts no new one.)
+    pub fn choices_listed(&self) -> Result<(), FileError> {
+        let unlisted = self.file.steps.iter().find(|step| {
+            step.external
+                .as_ref()
+                .is_some_and(|e| is_template(&e.adapter) && e.adapters.is_none())
+        });
+        match unlisted {
+            None => Ok(()),
+            Some(step) => Err(FileError::about(
+                format!("name: {}", step.name),
+                format!(
+                    "step `{}` takes its adapter from the input: list the adapters it may choose (`adapters: [name, prefix-*]`), or any input could pick any adapter, with its secrets",
+                    step.name
+                ),
+            )),
+        }
+    }
+
+    /// The adapter an external step of a workflow with `input` calls: one its `adapters` list
+    /// names, when the input chooses it.
     pub fn adapter_for(&self, logical: &str, input: &Value) -> Result<String, InputError> {
         let external = self.external(logical)?;
         let value = template::render_text(&external.adapter, &json!({ "input": input }))
             .map_err(|e| InputError::Invalid(e.to_string()))?;
-        Ok(text_of(&value).trim().to_owned())
+        let chosen = text_of(&value).trim().to_owned();
+        if !is_template(&external.adapter) {
+            return Ok(chosen);
+        }
+        match &external.adapters {
+            None => Err(InputError::Invalid(format!(
+                "step `{logical}` takes its adapter from the input, and definition `{}` v{} was applied before definitions listed the adapters a step may choose: apply a version with `adapters:` to start it",
+                self.name(),
+                self.version()
+            ))),
+            Some(list) if list.iter().any(|p| super::adapter_matches(p, &chosen)) => Ok(chosen),
+            Some(list) => Err(InputError::Invalid(format!(
+                "step `{logical}` may call only {}; the input chose `{chosen}`",
+                list.iter()
+                    .map(|p| format!("`{p}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        }
     }
 
     fn context(&self, input: &Value, dependencies: &Value, key: Option<&str>) -> Value {

@@ -12,7 +12,8 @@
 //! steps:
 //!   - name: charge
 //!     external:
-//!       adapter: payments                  # a name, or a template over the input
+//!       adapter: payments                  # a name, or a template over the input…
+//!       # adapters: [payments, payments-*]  # …choosing only among these
 //!       request: { amount: "{{ input.amount }}", customer: "{{ input.customer }}" }
 //!     words: { noun: Payment, service: the payment service }
 //!   - name: receipt
@@ -88,6 +89,11 @@ pub struct PureFile {
 pub struct ExternalFile {
     /// The adapter's name, or a template over the input choosing one.
     pub adapter: String,
+    /// The adapters a templated `adapter` may choose: names, or patterns with one `*`
+    /// (`letters-*`). Required when `adapter` is a template; checked when the file is applied
+    /// and when each workflow starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapters: Option<Vec<String>>,
     /// A template tree: the request the adapter shapes for the wire.
     pub request: Value,
     /// What the destination compares under one key; the digest of `request` by default.
@@ -120,7 +126,7 @@ pub struct WordsFile {
 impl DefinitionFile {
     /// Parses `source`; the checks across fields are [`super::Definition::compile`]'s.
     pub fn parse(source: &str) -> Result<Self, FileError> {
-        serde_yaml_ng::from_str(source).map_err(|e| FileError::from_yaml(&e))
+        crate::yaml::parse(source)
     }
 }
 

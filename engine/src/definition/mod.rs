@@ -63,6 +63,34 @@ pub fn is_name(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
 }
 
+/// Whether `pattern` can name adapters in a definition's `adapters` list or a token's limit:
+/// a name, or a name with one `*` standing for any run of name characters (`letters-*`).
+pub fn is_adapter_pattern(pattern: &str) -> bool {
+    match pattern.split_once('*') {
+        None => is_name(pattern),
+        Some((before, after)) => {
+            !after.contains('*')
+                && pattern.len() <= 63
+                && (before.is_empty() || is_name(before))
+                && after
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+        }
+    }
+}
+
+/// Whether adapter `name` is one `pattern` names ([`is_adapter_pattern`]).
+pub fn adapter_matches(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((before, after)) => {
+            name.len() >= before.len() + after.len()
+                && name.starts_with(before)
+                && name.ends_with(after)
+        }
+    }
+}
+
 /// Why an input cannot start (or a step cannot run) under a definition.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InputError {
@@ -72,4 +100,21 @@ pub enum InputError {
     UnknownVersion { name: String, version: i32 },
     #[error("input is invalid: {0}")]
     Invalid(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pattern_names_adapters_by_one_star() {
+        assert!(adapter_matches("letters-*", "letters-eu"));
+        assert!(!adapter_matches("letters-*", "letters"));
+        assert!(adapter_matches("*-docs", "queryable-docs"));
+        assert!(!adapter_matches("payments", "payments-basic"));
+        assert!(is_adapter_pattern("pay*ments"));
+        assert!(!is_adapter_pattern("a**"));
+        assert!(!is_adapter_pattern("Letters-*"));
+        assert!(is_adapter_pattern("*"));
+    }
 }

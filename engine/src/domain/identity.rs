@@ -107,6 +107,41 @@ pub fn canonical_json(value: &serde_json::Value) -> Vec<u8> {
     serde_json_canonicalizer::to_vec(value).expect("a JSON value always canonicalizes")
 }
 
+/// The largest integer JSON carries exactly everywhere (2^53): canonical JSON, and most
+/// parsers, read numbers as doubles, so beyond it two integers can share a digest.
+pub const MAX_EXACT_INTEGER: u64 = 1 << 53;
+
+/// The path (`amount`, `items[2].qty`) of the first integer in `value` beyond
+/// ±[`MAX_EXACT_INTEGER`], if there is one.
+pub fn inexact_integer(value: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    match value {
+        Value::Number(n) => {
+            let beyond = n
+                .as_u64()
+                .map(|u| u > MAX_EXACT_INTEGER)
+                .or_else(|| n.as_i64().map(|i| i.unsigned_abs() > MAX_EXACT_INTEGER));
+            beyond.unwrap_or(false).then(String::new)
+        }
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
+            inexact_integer(item).map(|rest| format!("[{i}]{}", dotted(&rest)))
+        }),
+        Value::Object(fields) => fields.iter().find_map(|(name, field)| {
+            inexact_integer(field).map(|rest| format!("{name}{}", dotted(&rest)))
+        }),
+        _ => None,
+    }
+}
+
+/// `rest` as it continues a path: `.name` or `[i]`.
+fn dotted(rest: &str) -> String {
+    if rest.is_empty() || rest.starts_with('[') {
+        rest.to_owned()
+    } else {
+        format!(".{rest}")
+    }
+}
+
 /// Percent-encodes `text` for a URL path segment or query value: everything but RFC 3986's
 /// unreserved characters. Request keys contain `/`, cursors `:` and `+`.
 pub fn percent_encode(text: &str) -> String {
@@ -125,6 +160,19 @@ pub fn percent_encode(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_integer_beyond_two_to_the_53_is_found_by_its_path() {
+        let exact = serde_json::json!({ "amount": 9_007_199_254_740_992_u64, "n": -3 });
+        assert_eq!(inexact_integer(&exact), None);
+        let beyond =
+            serde_json::json!({ "items": [{ "qty": 1 }, { "qty": 9_007_199_254_740_993_u64 }] });
+        assert_eq!(inexact_integer(&beyond).as_deref(), Some("items[1].qty"));
+        assert_eq!(
+            inexact_integer(&serde_json::json!(-9_007_199_254_740_993_i64)).as_deref(),
+            Some("")
+        );
+    }
 
     #[test]
     fn a_request_key_is_derived_from_workflow_and_step_and_never_changes() {

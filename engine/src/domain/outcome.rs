@@ -47,6 +47,10 @@ pub enum TransportObservation {
     RequestDiverged { bound: String, regenerated: String },
     /// The connection could not be opened: the request never left this process.
     ConnectFailed { detail: String },
+    /// The request could not be made at all (a header value with a line break, a URL that is
+    /// none, a host the deployment does not allow): nothing left this process, and sending it
+    /// again would fail the same way.
+    NotSent { detail: String },
     /// The destination answered that it committed nothing (the protocol's `accepted: false`).
     NotAccepted { status: u16, code: String },
     /// The destination durably rejected the request.
@@ -98,6 +102,7 @@ impl TransportObservation {
             TransportObservation::AuthorityDenied { .. }
             | TransportObservation::RequestDiverged { .. }
             | TransportObservation::ConnectFailed { .. }
+            | TransportObservation::NotSent { .. }
             | TransportObservation::NotAccepted { .. } => AttemptOutcome::FailedBeforeEffect,
             TransportObservation::Rejected { .. } => AttemptOutcome::Rejected,
             TransportObservation::Accepted { .. } => AttemptOutcome::Succeeded,
@@ -123,7 +128,9 @@ impl TransportObservation {
             | TransportObservation::NotAccepted { .. }
             | TransportObservation::WorkerLost { during_call: false } => true,
             TransportObservation::Rejected { code, .. } => contract.rejection_is_retryable(code),
-            TransportObservation::AuthorityDenied { .. }
+            // Made again, the request would fail the same way: a person decides.
+            TransportObservation::NotSent { .. }
+            | TransportObservation::AuthorityDenied { .. }
             | TransportObservation::RequestDiverged { .. }
             | TransportObservation::Accepted { .. }
             | TransportObservation::DeadlineExceeded { .. }
@@ -148,6 +155,9 @@ impl TransportObservation {
             ),
             TransportObservation::ConnectFailed { detail } => {
                 format!("Not sent: the connection could not be opened ({detail}).")
+            }
+            TransportObservation::NotSent { detail } => {
+                format!("Not sent: the request could not be made ({detail}).")
             }
             TransportObservation::NotAccepted { status, code } => {
                 format!(

@@ -44,6 +44,7 @@ impl ReceiptMethod {
             TransportObservation::AuthorityDenied { .. }
             | TransportObservation::RequestDiverged { .. }
             | TransportObservation::ConnectFailed { .. }
+            | TransportObservation::NotSent { .. }
             | TransportObservation::NotAccepted { .. }
             | TransportObservation::Rejected { .. }
             | TransportObservation::DeadlineExceeded { .. }

@@ -59,6 +59,17 @@ impl Password {
         }
     }
 
+    /// Another password derived from this one for `purpose` (64 hex digits): the application
+    /// role's, which every process that can read this one can compute, and no one else.
+    pub(super) fn derived(&self, purpose: &str) -> String {
+        use sha2::Digest;
+        let mut hash = sha2::Sha256::new();
+        hash.update(purpose.as_bytes());
+        hash.update([0]);
+        hash.update(self.0.as_bytes());
+        hex::encode(hash.finalize())
+    }
+
     /// The password as it goes in a URL's user-info (ours are hex, which needs no escaping).
     pub(super) fn url_encoded(&self) -> String {
         let mut out = String::with_capacity(self.0.len());

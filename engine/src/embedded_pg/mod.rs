@@ -147,6 +147,11 @@ fn newest_debian_bin_dir() -> Option<PathBuf> {
 }
 
 /// A running private cluster.
+/// The login role Z29C's processes run as on the private cluster: what
+/// `z29c_grant_application` grants, and no more (docs/DESIGN.md §15). The `postgres`
+/// superuser applies the migrations.
+pub const APP_ROLE: &str = "z29c_app";
+
 #[derive(Debug)]
 pub struct EmbeddedPostgres {
     bins: PgBinaries,
@@ -322,6 +327,33 @@ impl EmbeddedPostgres {
             ),
             None => format!("postgres://postgres@127.0.0.1:{port}/{database}"),
         }
+    }
+
+    /// A connection URL for `database` as the application role ([`APP_ROLE`]), which
+    /// [`EmbeddedPostgres::ensure_app_role`] creates.
+    pub fn app_url(&self, database: &str) -> String {
+        let port = self.port;
+        match &self.password {
+            Some(password) => format!(
+                "postgres://{APP_ROLE}:{}@127.0.0.1:{port}/{database}",
+                password.derived("z29c application role")
+            ),
+            None => format!("postgres://{APP_ROLE}@127.0.0.1:{port}/{database}"),
+        }
+    }
+
+    /// Creates the application role unless it exists, gives it its password, and grants it
+    /// what `z29c_grant_application` grants in `database` (call it after the migrations).
+    pub async fn ensure_app_role(&self, database: &str) -> Result<(), EmbeddedPgError> {
+        let mut conn = PgConnection::connect(&self.url(database)).await?;
+        let password = self
+            .password
+            .as_ref()
+            .map(|p| p.derived("z29c application role"));
+        crate::store::schema::ensure_application_role(&mut conn, APP_ROLE, password.as_deref())
+            .await?;
+        conn.close().await?;
+        Ok(())
     }
 
     /// Creates `database` unless it exists, and returns its URL.

@@ -16,8 +16,15 @@ use crate::store::journal::{self, Actor, AuditEntry};
 use crate::store::operator as store;
 
 pub use crate::store::operator::Listed;
+pub use throttle::{
+    FAILURE_WINDOW_SECONDS, FREE_FAILURES_PER_ADDRESS, FREE_FAILURES_PER_NAME,
+    LONGEST_WAIT_SECONDS, SignIn, TYPED_NAME_LIMIT, ThrottledBy, UNKNOWN_ADDRESS,
+    forget_old_attempts, sign_in, wait_seconds,
+};
 pub use who::{Operator, Via};
 
+mod limiter;
+mod throttle;
 mod who;
 
 /// Why an account could not be created or changed.
@@ -259,168 +266,6 @@ async fn audit(
         details,
     };
     journal::audit(conn, &entry).await
-}
-
-/// The longest name kept from a sign-in attempt (throttled, recorded and audited as typed).
-pub const TYPED_NAME_LIMIT: usize = 64;
-/// Failures count towards throttling for this long.
-pub const FAILURE_WINDOW_SECONDS: i64 = 15 * 60;
-/// Failures for one name within the window before attempts must wait.
-pub const FREE_FAILURES_PER_NAME: i64 = 5;
-/// Failures from one address within the window before attempts must wait.
-pub const FREE_FAILURES_PER_ADDRESS: i64 = 20;
-/// The longest wait.
-pub const LONGEST_WAIT_SECONDS: i64 = 15 * 60;
-/// The address recorded when the server was not told the client's.
-pub const UNKNOWN_ADDRESS: &str = "unknown";
-
-/// Forgets the attempts throttling can no longer count (older than four windows; failures are
-/// audited in the journal, which keeps them); how many were deleted. `serve` runs it every ten
-/// minutes.
-pub async fn forget_old_attempts(pool: &PgPool) -> sqlx::Result<u64> {
-    crate::store::sign_in::forget_older_than(pool, 4 * FAILURE_WINDOW_SECONDS).await
-}
-
-/// How long an attempt must wait after `failures` failures within the window, `free` of which
-/// are allowed without waiting: `2^(failures - free)` seconds, at most [`LONGEST_WAIT_SECONDS`].
-pub fn wait_seconds(failures: i64, free: i64) -> i64 {
-    match failures - free {
-        n if n < 0 => 0,
-        n if n >= 10 => LONGEST_WAIT_SECONDS,
-        n => (1_i64 << n).min(LONGEST_WAIT_SECONDS),
-    }
-}
-
-/// Whose failures made an attempt wait.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ThrottledBy {
-    Account,
-    Address,
-}
-
-/// How a sign-in attempt ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SignIn {
-    SignedIn(Operator),
-    /// Unknown name, disabled account or wrong password: one sentence for all three.
-    Refused,
-    /// Refused before any password was checked; the attempt may come back in `seconds`.
-    Throttled {
-        by: ThrottledBy,
-        seconds: i64,
-    },
-}
-
-impl SignIn {
-    /// The sentence a person reads when the attempt was refused.
-    pub fn refusal(&self) -> Option<String> {
-        match self {
-            SignIn::SignedIn(_) => None,
-            SignIn::Refused => Some("Unknown username or wrong password.".into()),
-            SignIn::Throttled { by, seconds } => {
-                let whose = match by {
-                    ThrottledBy::Account => "for this account",
-                    ThrottledBy::Address => "from this address",
-                };
-                let when = match *seconds {
-                    1 => "1 second".to_owned(),
-                    s if s < 120 => format!("{s} seconds"),
-                    s => format!("{} minutes", (s + 59) / 60),
-                };
-                Some(format!(
-                    "Too many failed sign-ins {whose}; try again in {when}."
-                ))
-            }
-        }
-    }
-}
-
-/// Signs in `typed` (trimmed, cut to [`TYPED_NAME_LIMIT`] characters) from `address`, throttled.
-///
-/// The rule: failures count for 15 minutes. After 5 failures within them for a name (or 20
-/// from an address), each further attempt must wait `2^(n - 5)` seconds (`2^(n - 20)` for an
-/// address) since the last of those `n` failures, at most 15 minutes. An attempt inside the wait
-/// is refused without running Argon2, and counts as a failure itself, so hammering lengthens the
-/// wait. Every attempt is recorded, as a failure until its password matches, in the database, so
-/// several server processes agree; a success is recorded and clears nothing. An address counts
-/// only when it is known: when the server was not told it ([`UNKNOWN_ADDRESS`]) only the name's
-/// rule applies, so that no one can lock everyone out. Failures are audited as
-/// `sign_in_failed` (the name as typed, the address, `unknown_or_wrong` or `throttled`),
-/// successes as `sign_in`.
-pub async fn sign_in(
-    pool: &PgPool,
-    typed: &str,
-    password: &str,
-    address: &str,
-) -> sqlx::Result<SignIn> {
-    let typed: String = typed.trim().chars().take(TYPED_NAME_LIMIT).collect();
-    let address: String = address.chars().take(TYPED_NAME_LIMIT).collect();
-    let known_address = (address != UNKNOWN_ADDRESS).then_some(address.as_str());
-    let recent = crate::store::sign_in::record(
-        pool,
-        &typed,
-        &address,
-        known_address,
-        FAILURE_WINDOW_SECONDS,
-    )
-    .await?;
-    let left = |failures, free, last: Option<chrono::DateTime<chrono::Utc>>| {
-        let Some(last) = last else { return 0 };
-        let until = last + chrono::Duration::seconds(wait_seconds(failures, free));
-        let millis = (until - recent.now).num_milliseconds();
-        if millis > 0 { (millis + 999) / 1000 } else { 0 }
-    };
-    let by_name = left(
-        recent.name_failures,
-        FREE_FAILURES_PER_NAME,
-        recent.name_last,
-    );
-    let by_address = left(
-        recent.address_failures,
-        FREE_FAILURES_PER_ADDRESS,
-        recent.address_last,
-    );
-    let outcome = if by_name > 0 || by_address > 0 {
-        SignIn::Throttled {
-            by: if by_name >= by_address {
-                ThrottledBy::Account
-            } else {
-                ThrottledBy::Address
-            },
-            seconds: by_name.max(by_address),
-        }
-    } else {
-        match authenticate(pool, &typed, password).await? {
-            Some(operator) => {
-                crate::store::sign_in::succeeded(pool, recent.id).await?;
-                SignIn::SignedIn(operator)
-            }
-            None => SignIn::Refused,
-        }
-    };
-    let (actor, action, details) = match &outcome {
-        SignIn::SignedIn(operator) => (
-            operator.username.as_str(),
-            "sign_in",
-            serde_json::json!({ "role": operator.role, "address": address }),
-        ),
-        SignIn::Refused | SignIn::Throttled { .. } => (
-            typed.as_str(),
-            "sign_in_failed",
-            serde_json::json!({
-                "address": address,
-                "reason": if outcome == SignIn::Refused { "unknown_or_wrong" } else { "throttled" },
-            }),
-        ),
-    };
-    audit(
-        &mut *pool.acquire().await?,
-        Actor::Operator(actor),
-        action,
-        details,
-    )
-    .await?;
-    Ok(outcome)
 }
 
 /// The sign-in form's token for visitors who have no session: stateless, so an anonymous visit

@@ -11,7 +11,7 @@ use crate::store::journal::Actor;
 /// command line, or an API client acting with its token's role.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Operator {
-    /// The account's id; nil for a token.
+    /// The account's id, or the token's.
     pub id: Uuid,
     /// The account's username, or the token's name.
     pub username: String,
@@ -33,7 +33,7 @@ impl Operator {
     /// An API client acting with the role its token carries.
     pub fn token(grant: &crate::store::token::Grant) -> Operator {
         Operator {
-            id: Uuid::nil(),
+            id: grant.id,
             username: grant.name.clone(),
             role: grant.role,
             via: Via::Token,

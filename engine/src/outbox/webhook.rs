@@ -46,31 +46,119 @@ impl Consumer for Webhook {
     }
 }
 
-/// Posts every queued webhook delivery to `url` with its event id as `Idempotency-Key`, and
-/// marks each delivered once the receiver answered 2xx. Returns how many were delivered.
-pub async fn deliver_webhooks(
-    pool: &PgPool,
-    client: &reqwest::Client,
-    url: &str,
-) -> sqlx::Result<usize> {
+/// Where alerts and notifications are posted, and the key that signs them (docs/DESIGN.md
+/// §11): each request carries `Z29C-Signature: t=UNIX,v1=HEX`, HMAC-SHA256 under the key of
+/// `UNIX.BODY`, so a receiver can tell Z29C's posts from anyone's and refuse an old one
+/// replayed. The client gives up on a receiver after a few seconds and follows no redirect,
+/// and what is recorded of a failure never holds the URL (a chat service's URL is its secret).
+#[derive(Clone)]
+pub struct Receiver {
+    url: String,
+    key: Vec<u8>,
+    client: reqwest::Client,
+}
+
+/// How long a receiver may take to accept the connection, and to answer.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Receiver {
+    /// A receiver at `url`, signing with `key`.
+    pub fn new(url: String, key: &str) -> Result<Self, String> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(ANSWER_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| e.without_url().to_string())?;
+        Ok(Self {
+            url,
+            key: key.as_bytes().to_vec(),
+            client,
+        })
+    }
+
+    /// The `Z29C-Signature` header of `body` sent at `unix` seconds.
+    pub fn signature(&self, unix: i64, body: &[u8]) -> String {
+        use hmac::Mac;
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&self.key)
+            .expect("HMAC takes a key of any length");
+        mac.update(format!("{unix}.").as_bytes());
+        mac.update(body);
+        format!("t={unix},v1={}", hex::encode(mac.finalize().into_bytes()))
+    }
+
+    /// Posts `payload` with `idempotency_key`, signed; `Err` says why it was not accepted,
+    /// without the URL.
+    pub async fn post(
+        &self,
+        idempotency_key: &str,
+        payload: &serde_json::Value,
+    ) -> Result<(), String> {
+        let body = serde_json::to_vec(payload).map_err(|e| e.to_string())?;
+        let signature = self.signature(chrono::Utc::now().timestamp(), &body);
+        let answer = self
+            .client
+            .post(&self.url)
+            .header("Idempotency-Key", idempotency_key)
+            .header("Z29C-Signature", signature)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await;
+        match answer {
+            Ok(r) if r.status().is_success() => Ok(()),
+            Ok(r) => Err(format!("the receiver answered {}", r.status())),
+            Err(e) if e.is_timeout() => Err("the receiver did not answer in time".to_owned()),
+            Err(e) => Err(e.without_url().to_string()),
+        }
+    }
+}
+
+/// Posts every queued webhook delivery with its event id as `Idempotency-Key`, and marks each
+/// delivered once the receiver answered 2xx. Returns how many were delivered.
+pub async fn deliver_webhooks(pool: &PgPool, receiver: &Receiver) -> sqlx::Result<usize> {
     let due = store::alert::due_webhooks(pool).await?;
     let mut delivered = 0;
     for (event_id, payload) in due {
-        let answer = client
-            .post(url)
-            .header("Idempotency-Key", event_id.to_string())
-            .json(&payload)
-            .timeout(Duration::from_secs(10))
-            .send()
-            .await;
-        let error = match answer {
-            Ok(r) if r.status().is_success() => None,
-            Ok(r) => Some(format!("answered {}", r.status())),
-            Err(e) => Some(e.to_string()),
-        };
+        let error = receiver.post(&event_id.to_string(), &payload).await.err();
         let succeeded = error.is_none();
         store::alert::record_webhook_attempt(pool, event_id, error).await?;
         delivered += usize::from(succeeded);
     }
     Ok(delivered)
+}
+
+/// Sends what is due to `receiver` (queued alerts, then notification candidates) every
+/// `every`, until `stop` resolves: a task of its own, so a receiver that never answers holds up
+/// no alert rule.
+pub async fn send_until(
+    pool: PgPool,
+    receiver: Receiver,
+    every: Duration,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    tokio::pin!(stop);
+    loop {
+        if let Err(error) = deliver_webhooks(&pool, &receiver).await {
+            tracing::warn!(%error, "the webhook queue could not be sent; it is tried again");
+        }
+        let send = |id: i64, workflow: uuid::Uuid, sentence: String| {
+            let receiver = &receiver;
+            async move {
+                let payload = serde_json::json!({ "workflow": workflow, "status": sentence });
+                receiver
+                    .post(&format!("notification-{id}"), &payload)
+                    .await
+                    .is_ok()
+            }
+        };
+        if let Err(error) = crate::outbox::projections::dispatch_notifications(&pool, send).await {
+            tracing::warn!(%error, "notification dispatch failed");
+        }
+        tokio::select! {
+            () = &mut stop => return,
+            () = tokio::time::sleep(every) => {}
+        }
+    }
 }

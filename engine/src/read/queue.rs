@@ -201,20 +201,28 @@ pub async fn search(pool: &PgPool, text: &str, limit: i64) -> sqlx::Result<Vec<S
 }
 
 /// Every open integrity incident, oldest first, with the references it concerns.
-pub async fn open_incidents(pool: &PgPool, limit: i64) -> sqlx::Result<Vec<IncidentRow>> {
+pub async fn open_incidents(
+    pool: &PgPool,
+    limit: i64,
+    creation_key_prefix: Option<&str>,
+) -> sqlx::Result<Vec<IncidentRow>> {
     let rows = sqlx::query!(
         r#"select i.id, i.step_id, s.workflow_id, w.creation_key, i.kind::text as "kind!",
                   i.opened_at as "opened_at: DateTime<Utc>",
                   coalesce(array_agg(r.external_reference order by r.observed_at)
                            filter (where r.external_reference is not null), '{}') as "references!"
-           from (select * from integrity_incident where resolved_at is null
-                 order by opened_at, id limit $1) i
+           from (select o.* from integrity_incident o
+                 join step os on os.id = o.step_id join workflow ow on ow.id = os.workflow_id
+                 where o.resolved_at is null
+                   and ($2::text is null or starts_with(ow.creation_key, $2))
+                 order by o.opened_at, o.id limit $1) i
            join step s on s.id = i.step_id
            join workflow w on w.id = s.workflow_id
            left join incident_reference r on r.incident_id = i.id
            group by i.id, i.step_id, i.kind, i.opened_at, s.workflow_id, w.creation_key
            order by i.opened_at, i.id"#,
-        limit
+        limit,
+        creation_key_prefix,
     )
     .fetch_all(pool)
     .await?;

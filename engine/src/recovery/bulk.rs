@@ -90,7 +90,8 @@ pub async fn create(pool: &PgPool, new: &NewRun<'_>) -> Result<Uuid, BulkError> 
             id,
             author: &new.operator.username,
             author_role: new.operator.role,
-            by_token: new.operator.via == crate::operators::Via::Token,
+            author_token: (new.operator.via == crate::operators::Via::Token)
+                .then_some(new.operator.id),
             action: new.action,
             reason: &reason,
             residual_uncertainty: residual_uncertainty.as_deref(),
@@ -98,7 +99,15 @@ pub async fn create(pool: &PgPool, new: &NewRun<'_>) -> Result<Uuid, BulkError> 
         },
     )
     .await?;
-    runs::insert_items(&mut tx, id, &steps, &versions).await?;
+    let distinct: std::collections::BTreeSet<&Uuid> = steps.iter().collect();
+    let items = runs::insert_items(&mut tx, id, &steps, &versions).await?;
+    if items < distinct.len() as u64 {
+        // Dropped with the transaction: nothing of the run is stored.
+        return Err(BulkError::Invalid(format!(
+            "{} of the rows name no step; preview again.",
+            distinct.len() as u64 - items
+        )));
+    }
     tx.commit().await?;
     Ok(id)
 }
@@ -136,12 +145,14 @@ fn action_for(action: OperatorAction, residual: Option<&str>) -> Result<Action, 
 }
 
 /// Performs a run's pending items at its rate until none is left, then marks it finished.
-/// Safe to call twice for one run: each item is claimed with `for update skip locked`.
+/// Before each item the author's authority is read again: a disabled account, a revoked token
+/// or a role that no longer permits the action stops the run there. Safe to call twice for
+/// one run: each item is claimed with `for update skip locked`.
 pub async fn run(pool: &PgPool, id: Uuid) -> sqlx::Result<()> {
     let Some(r) = runs::unfinished(pool, id).await? else {
         return Ok(());
     };
-    let operator = Operator {
+    let mut operator = Operator {
         id: Uuid::nil(),
         username: r.author.clone(),
         role: r.role,
@@ -158,6 +169,16 @@ pub async fn run(pool: &PgPool, id: Uuid) -> sqlx::Result<()> {
         let Some((step, seen_version)) = runs::claim_next_item(&mut tx, id).await? else {
             break;
         };
+        match runs::author_role_now(&mut tx, id).await? {
+            Some(role) if role.may(r.action) => operator.role = role,
+            standing => {
+                let why = lost_authority(&r, standing);
+                runs::stop(&mut tx, id, "z29c", &why, &format!("Not performed: {why}")).await?;
+                tx.commit().await?;
+                tracing::info!(run = %id, reason = %why, "bulk run stopped");
+                return Ok(());
+            }
+        }
         let (outcome, message) = perform_item(pool, &operator, &r, step, seen_version).await;
         runs::record_item_outcome(&mut tx, id, step, outcome, &message).await?;
         tx.commit().await?;
@@ -165,6 +186,63 @@ pub async fn run(pool: &PgPool, id: Uuid) -> sqlx::Result<()> {
     }
     runs::finish(pool, id).await?;
     Ok(())
+}
+
+/// Why a run's author can no longer act: `standing` is the role they hold now, if any.
+fn lost_authority(run: &UnfinishedRun, standing: Option<Role>) -> String {
+    match (standing, run.by_token) {
+        (None, true) => format!("the token `{}` that started it was revoked", run.author),
+        (None, false) => format!("its author `{}` was disabled", run.author),
+        (Some(role), _) => format!(
+            "its author `{}` is now a{} {}, which may not {}",
+            run.author,
+            if role.as_str().starts_with(['a', 'e', 'i', 'o', 'u']) {
+                "n"
+            } else {
+                ""
+            },
+            role.as_str(),
+            run.action.label().to_lowercase()
+        ),
+    }
+}
+
+/// Stops run `id` at the request of `operator` (its author, or an approver), audited; its
+/// pending items are refused. False when it had finished already.
+pub async fn stop(
+    pool: &PgPool,
+    id: Uuid,
+    operator: &Operator,
+    reason: &str,
+) -> Result<bool, BulkError> {
+    let reason = required("A reason", reason, 2000).map_err(invalid)?;
+    let Some(run) = runs::summary(pool, id).await? else {
+        return Err(BulkError::Invalid(format!("No bulk run {id}.")));
+    };
+    if run.author != operator.username && operator.role < Role::Approver {
+        return Err(BulkError::Invalid(
+            "Only the run's author or an approver may stop it.".into(),
+        ));
+    }
+    let mut tx = pool.begin().await?;
+    let message = format!("Not performed: stopped by {}: {reason}", operator.username);
+    let stopped = runs::stop(&mut tx, id, &operator.username, &reason, &message).await?;
+    if stopped {
+        crate::store::journal::audit(
+            &mut tx,
+            &crate::store::journal::AuditEntry {
+                actor: operator.actor(),
+                action: "bulk_stop",
+                workflow: None,
+                step: None,
+                reason: Some(&reason),
+                details: serde_json::json!({ "run": id }),
+            },
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(stopped)
 }
 
 /// Performs one item as a single action would be performed; returns its outcome (`done`,
@@ -239,6 +317,9 @@ pub struct Progress {
     pub rate_per_sec: i32,
     pub created_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// Who stopped it and why, when it was stopped.
+    #[serde(default)]
+    pub stopped: Option<(String, String)>,
     /// Every item: step, workflow creation key, outcome (none while pending), message.
     pub items: Vec<(Uuid, String, Option<String>, Option<String>)>,
 }
@@ -257,6 +338,7 @@ pub async fn progress(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Progress>>
         rate_per_sec: r.rate_per_sec,
         created_at: r.created_at,
         finished_at: r.finished_at,
+        stopped: r.stopped,
         items,
     }))
 }

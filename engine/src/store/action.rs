@@ -46,11 +46,6 @@ impl StepFacts {
     }
 }
 
-/// The version a page carries: the step's last change, in microseconds.
-pub fn version_of(updated_at: DateTime<Utc>) -> i64 {
-    updated_at.timestamp_micros()
-}
-
 /// Locks a step for an operator action (`for update`, until the caller's transaction ends),
 /// then reads it as [`read_facts`] does.
 pub async fn lock_for_action(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<StepFacts>> {
@@ -66,7 +61,7 @@ pub async fn read_facts(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
     let Some(r) = sqlx::query!(
         r#"select s.workflow_id, s.state as "state: StepState", s.kind as "kind: StepKind",
                   s.logical, s.definition_version, s.adapter, a.contract as "contract?",
-                  s.request_key, s.updated_at as "updated_at: chrono::DateTime<chrono::Utc>",
+                  s.request_key, s.version,
                   (select l.expires_at from lease l where l.id = s.lease_id and l.expires_at > now())
                       as "leased_until: chrono::DateTime<chrono::Utc>",
                   rc.external_reference as "receipt_reference?",
@@ -103,7 +98,7 @@ pub async fn read_facts(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
         contract: r.contract.and_then(|c| serde_json::from_value(c).ok()),
         request_key: r.request_key,
         receipt_reference: r.receipt_reference,
-        version: version_of(r.updated_at),
+        version: r.version,
         leased_until: r.leased_until,
         last_lookup: r
             .last_lookup

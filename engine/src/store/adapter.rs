@@ -111,9 +111,16 @@ where
     .await?;
     rows.into_iter()
         .map(|r| {
+            // A version stored before references were kept as written holds what its
+            // variable held: what is shown is read from its file again.
+            let base_url = r
+                .source
+                .as_deref()
+                .and_then(|source| crate::adapter::AdapterSpec::parse(source).ok())
+                .map_or(r.base_url, |spec| spec.base_url.as_written());
             Ok(AdapterRow {
                 name: r.name,
-                base_url: r.base_url,
+                base_url,
                 contract: serde_json::from_value(r.contract)
                     .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
                 contract_version: r.contract_version,
@@ -160,10 +167,11 @@ pub struct AdapterFile<'a> {
 /// Stores `file` as a new adapter or a new version of one; every version is kept. A new
 /// version has proven nothing: it sends nothing until verification passes
 /// ([`record_verification`]), and its contract is the declared one with no claim counted.
+/// Returns what it did, and the file of the version it replaced (for the audit's diff).
 pub async fn store_file(
     conn: &mut PgConnection,
     file: &AdapterFile<'_>,
-) -> sqlx::Result<FileStored> {
+) -> sqlx::Result<(FileStored, Option<String>)> {
     let current = sqlx::query!(
         r#"select source, contract_version from adapter where name = $1 for update"#,
         file.name
@@ -175,9 +183,12 @@ pub async fn store_file(
         .expect("a contract serializes");
     let (version, stored) = match current {
         Some(row) if row.source.as_deref() == Some(file.source) => {
-            return Ok(FileStored::Unchanged {
-                version: row.contract_version,
-            });
+            return Ok((
+                FileStored::Unchanged {
+                    version: row.contract_version,
+                },
+                None,
+            ));
         }
         Some(row) => {
             let version = row.contract_version + 1;
@@ -194,7 +205,7 @@ pub async fn store_file(
             )
             .execute(&mut *conn)
             .await?;
-            (version, FileStored::Changed { version })
+            (version, (FileStored::Changed { version }, row.source))
         }
         None => {
             sqlx::query!(
@@ -208,7 +219,7 @@ pub async fn store_file(
             )
             .execute(&mut *conn)
             .await?;
-            (1, FileStored::Added { version: 1 })
+            (1, (FileStored::Added { version: 1 }, None))
         }
     };
     sqlx::query!(

@@ -13,8 +13,8 @@ pub struct NewRunRow<'a> {
     pub id: Uuid,
     pub author: &'a str,
     pub author_role: Role,
-    /// The author is an API token's name, not an operator's.
-    pub by_token: bool,
+    /// The token that started the run, when a token did (the author is then its name).
+    pub author_token: Option<Uuid>,
     pub action: OperatorAction,
     pub reason: &'a str,
     pub residual_uncertainty: Option<&'a str>,
@@ -24,12 +24,13 @@ pub struct NewRunRow<'a> {
 /// Inserts a run (its items follow with [`insert_items`]).
 pub async fn insert_run(conn: &mut PgConnection, run: &NewRunRow<'_>) -> sqlx::Result<()> {
     sqlx::query!(
-        r#"insert into bulk_run (id, author, author_role, by_token, action, reason, residual_uncertainty, rate_per_sec)
-           values ($1, $2, $3, $4, $5, $6, $7, $8)"#,
+        r#"insert into bulk_run (id, author, author_role, by_token, author_token, action, reason,
+                                 residual_uncertainty, rate_per_sec)
+           values ($1, $2, $3, $4::uuid is not null, $4, $5, $6, $7, $8)"#,
         run.id,
         run.author,
         run.author_role as Role,
-        run.by_token,
+        run.author_token,
         run.action as OperatorAction,
         run.reason,
         run.residual_uncertainty,
@@ -41,16 +42,17 @@ pub async fn insert_run(conn: &mut PgConnection, run: &NewRunRow<'_>) -> sqlx::R
 }
 
 /// Inserts run `run`'s items: `steps[i]` as previewed at `versions[i]`. A step listed twice is
-/// one item.
+/// one item; a step that does not exist is none. Returns how many items there are.
 pub async fn insert_items(
     conn: &mut PgConnection,
     run: Uuid,
     steps: &[Uuid],
     versions: &[i64],
-) -> sqlx::Result<()> {
-    sqlx::query!(
+) -> sqlx::Result<u64> {
+    let inserted = sqlx::query!(
         r#"insert into bulk_item (run_id, step_id, seen_version)
-           select $1, s, v from unnest($2::uuid[], $3::bigint[]) as t(s, v)
+           select $1, t.s, t.v from unnest($2::uuid[], $3::bigint[]) as t(s, v)
+           where exists (select 1 from step where id = t.s)
            on conflict do nothing"#,
         run,
         steps,
@@ -58,7 +60,7 @@ pub async fn insert_items(
     )
     .execute(conn)
     .await?;
-    Ok(())
+    Ok(inserted.rows_affected())
 }
 
 /// What an unfinished run performs on each of its items.
@@ -137,6 +139,58 @@ pub async fn record_item_outcome(
     Ok(())
 }
 
+/// The role run `id`'s author holds now: `None` once the account is disabled or the token
+/// revoked (a run from before tokens were recorded follows the live token of its name).
+pub async fn author_role_now(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Role>> {
+    sqlx::query_scalar!(
+        r#"select case when r.by_token
+                       then (select t.role from api_token t
+                             where t.revoked_at is null
+                               and (t.id = r.author_token or (r.author_token is null and t.name = r.author))
+                             limit 1)
+                       else (select o.role from operator o
+                             where o.username = r.author and o.disabled_at is null)
+                  end as "role: Role"
+           from bulk_run r where r.id = $1"#,
+        id
+    )
+    .fetch_optional(conn)
+    .await
+    .map(Option::flatten)
+}
+
+/// Stops run `id`: its pending items are refused with `message`, and it is finished, stopped
+/// by `by` for `reason`. False when it had finished already.
+pub async fn stop(
+    conn: &mut PgConnection,
+    id: Uuid,
+    by: &str,
+    reason: &str,
+    message: &str,
+) -> sqlx::Result<bool> {
+    let stopped = sqlx::query!(
+        r#"update bulk_run set finished_at = now(), stopped_at = now(), stopped_by = $2, stop_reason = $3
+           where id = $1 and finished_at is null"#,
+        id,
+        by,
+        reason,
+    )
+    .execute(&mut *conn)
+    .await?;
+    if stopped.rows_affected() == 0 {
+        return Ok(false);
+    }
+    sqlx::query!(
+        r#"update bulk_item set outcome = 'refused', message = $2, done_at = now()
+           where run_id = $1 and outcome is null"#,
+        id,
+        message,
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(true)
+}
+
 /// Marks run `id` finished if none of its items is pending.
 pub async fn finish<'e, E>(executor: E, id: Uuid) -> sqlx::Result<()>
 where
@@ -172,6 +226,8 @@ pub struct RunSummary {
     pub rate_per_sec: i32,
     pub created_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// Who stopped it and why, when it was stopped.
+    pub stopped: Option<(String, String)>,
 }
 
 /// Run `id`, finished or not.
@@ -181,7 +237,8 @@ where
 {
     let row = sqlx::query!(
         r#"select author, action as "action: OperatorAction", reason, rate_per_sec,
-                  created_at as "created_at: DateTime<Utc>", finished_at as "finished_at: DateTime<Utc>"
+                  created_at as "created_at: DateTime<Utc>", finished_at as "finished_at: DateTime<Utc>",
+                  stopped_by, stop_reason
            from bulk_run where id = $1"#,
         id
     )
@@ -194,6 +251,7 @@ where
         rate_per_sec: r.rate_per_sec,
         created_at: r.created_at,
         finished_at: r.finished_at,
+        stopped: r.stopped_by.zip(r.stop_reason),
     }))
 }
 

@@ -54,6 +54,56 @@ where
     .await
 }
 
+/// The newest version of `name` below `version`, with its file.
+pub async fn newest_before<'e, E>(
+    executor: E,
+    name: &str,
+    version: i32,
+) -> sqlx::Result<Option<(i32, String)>>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    let row = sqlx::query!(
+        r#"select version, source from definition where name = $1 and version < $2
+           order by version desc limit 1"#,
+        name,
+        version
+    )
+    .fetch_optional(executor)
+    .await?;
+    Ok(row.map(|r| (r.version, r.source)))
+}
+
+/// Every version of `name`, oldest first, with who applied it and its file.
+pub async fn history<'e, E>(executor: E, name: &str) -> sqlx::Result<Vec<(DefinitionRow, String)>>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    let rows = sqlx::query!(
+        r#"select name, version, digest, applied_by,
+                  applied_at as "applied_at: chrono::DateTime<chrono::Utc>", source
+           from definition where name = $1 order by version"#,
+        name
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            (
+                DefinitionRow {
+                    name: r.name,
+                    version: r.version,
+                    digest: r.digest,
+                    applied_by: r.applied_by,
+                    applied_at: r.applied_at,
+                },
+                r.source,
+            )
+        })
+        .collect())
+}
+
 /// The newest version applied under `name`.
 pub async fn newest_version<'e, E>(executor: E, name: &str) -> sqlx::Result<Option<i32>>
 where

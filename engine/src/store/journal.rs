@@ -82,6 +82,15 @@ pub enum Actor<'a> {
 }
 
 impl Actor<'_> {
+    /// How a stored file names who applied it: `token:NAME` for an API client, the name
+    /// otherwise.
+    pub fn label(&self) -> String {
+        match self {
+            Actor::Api(name) => format!("token:{name}"),
+            Actor::Operator(name) | Actor::Engine(name) => (*name).to_owned(),
+        }
+    }
+
     fn parts(&self) -> (&str, &'static str) {
         match self {
             Actor::Operator(name) => (name, "operator"),

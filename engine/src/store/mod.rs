@@ -3,6 +3,7 @@
 
 pub mod action;
 pub mod adapter;
+pub mod adapter_version;
 pub mod alert;
 pub mod attempt;
 pub mod authorization;

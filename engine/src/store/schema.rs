@@ -25,3 +25,46 @@ pub async fn database_exists(conn: &mut PgConnection, database: &str) -> sqlx::R
     .fetch_one(conn)
     .await
 }
+
+/// Creates login role `role` unless it exists, gives it `password` (when the server asks for
+/// one), and grants it what `z29c_grant_application` grants in this database (call it after
+/// the migrations). Two processes starting at once: one does it, the other waits, then redoes
+/// it, which changes nothing.
+pub async fn ensure_application_role(
+    conn: &mut sqlx::PgConnection,
+    role: &str,
+    password: Option<&str>,
+) -> sqlx::Result<()> {
+    use sqlx::Connection;
+    let valid = |text: &str| text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    assert!(
+        valid(role) && password.is_none_or(valid),
+        "a role and a password of letters, digits and `_`: they are written into the statements"
+    );
+    let mut tx = conn.begin().await?;
+    sqlx::query("select pg_advisory_xact_lock(hashtext('z29c application role'))")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::raw_sql(&format!(
+        "do $$ begin
+             if not exists (select from pg_roles where rolname = '{role}') then
+                 create role {role} login;
+             end if;
+         end $$;"
+    ))
+    .execute(&mut *tx)
+    .await?;
+    if let Some(password) = password {
+        sqlx::raw_sql(&format!(
+            "set local password_encryption = 'scram-sha-256';
+             alter role {role} password '{password}'"
+        ))
+        .execute(&mut *tx)
+        .await?;
+    }
+    sqlx::query("select z29c_grant_application($1)")
+        .bind(role)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await
+}

@@ -68,6 +68,68 @@ pub async fn forget_older_than(pool: &PgPool, seconds: i64) -> sqlx::Result<u64>
     Ok(deleted)
 }
 
+/// Counts a failed attempt for `username` from `address` in its `window_seconds` window
+/// (`throttled` when it was refused before its password was checked).
+pub async fn count_failure(
+    pool: &PgPool,
+    username: &str,
+    address: &str,
+    throttled: bool,
+    window_seconds: i64,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"insert into sign_in_failure (username, window_start, failures, throttled, last_address)
+           values ($1, to_timestamp(floor(extract(epoch from now()) / $4) * $4), 1, $3::int, $2)
+           on conflict (username, window_start) do update
+              set failures = sign_in_failure.failures + 1,
+                  throttled = sign_in_failure.throttled + excluded.throttled,
+                  last_address = excluded.last_address, last_at = now()"#,
+        username,
+        address,
+        i32::from(throttled),
+        window_seconds as f64,
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// One name's failed sign-ins in one window, as `z29c user failures` lists them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailureRow {
+    pub username: String,
+    pub window_start: DateTime<Utc>,
+    pub failures: i32,
+    pub throttled: i32,
+    pub last_address: String,
+    pub last_at: DateTime<Utc>,
+}
+
+/// The newest `limit` failure counts, newest window first.
+pub async fn failures(pool: &PgPool, limit: i64) -> sqlx::Result<Vec<FailureRow>> {
+    sqlx::query_as!(
+        FailureRow,
+        r#"select username, window_start as "window_start: DateTime<Utc>", failures, throttled,
+                  last_address, last_at as "last_at: DateTime<Utc>"
+           from sign_in_failure order by window_start desc, username limit $1"#,
+        limit
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Deletes the failure counts last touched more than `days` ago; how many there were.
+pub async fn forget_failures_older_than(pool: &PgPool, days: i64) -> sqlx::Result<u64> {
+    let deleted = sqlx::query!(
+        "delete from sign_in_failure where last_at < now() - make_interval(days => $1::int)",
+        days as i32
+    )
+    .execute(pool)
+    .await?
+    .rows_affected();
+    Ok(deleted)
+}
+
 /// Marks attempt `id` as the one whose password matched.
 pub async fn succeeded(pool: &PgPool, id: i64) -> sqlx::Result<()> {
     sqlx::query!(

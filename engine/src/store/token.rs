@@ -24,14 +24,23 @@ pub struct NewToken<'a> {
     pub role: Role,
     /// When set, the token starts and reads only workflows whose creation key begins with it.
     pub creation_key_prefix: Option<&'a str>,
+    /// Whether it may change and read configuration (definitions and adapters): a privilege
+    /// of its own, apart from the role, never with a creation-key prefix.
+    pub may_configure: bool,
+    /// When set, the workflows it starts may call only these adapters (names, or patterns
+    /// with one `*`).
+    pub adapters: Option<&'a [String]>,
 }
 
 /// What a live token may do, as [`verify`] finds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
+    pub id: Uuid,
     pub name: String,
     pub role: Role,
     pub creation_key_prefix: Option<String>,
+    pub may_configure: bool,
+    pub adapters: Option<Vec<String>>,
 }
 
 impl Grant {
@@ -41,6 +50,12 @@ impl Grant {
             .as_deref()
             .is_none_or(|prefix| creation_key.starts_with(prefix))
     }
+
+    /// Whether the token sees every workflow: only such a token may read queue counts,
+    /// incidents and configuration, which span every team.
+    pub fn unscoped(&self) -> bool {
+        self.creation_key_prefix.is_none()
+    }
 }
 
 /// One token as `z29c token list` shows it (never its secret, which is not stored).
@@ -49,6 +64,8 @@ pub struct TokenRow {
     pub name: String,
     pub role: Role,
     pub creation_key_prefix: Option<String>,
+    pub may_configure: bool,
+    pub adapters: Option<Vec<String>>,
     pub created_at: DateTime<Utc>,
     pub revoked_at: Option<DateTime<Utc>>,
 }
@@ -64,6 +81,14 @@ pub enum TokenError {
         "a token name is 1 to 100 characters with no control characters, and a creation-key prefix 1 to 200"
     )]
     Invalid,
+    #[error(
+        "a token that may configure acts on every team's definitions and adapters, so it cannot be limited to a creation-key prefix"
+    )]
+    ConfigureWithPrefix,
+    #[error("`{0}` is neither an adapter name nor a pattern with one `*`")]
+    BadAdapterPattern(String),
+    #[error("a token limited to adapters names at least one")]
+    NoAdapters,
     #[error(transparent)]
     Sqlx(#[from] sqlx::Error),
 }
@@ -81,6 +106,19 @@ pub async fn create(
 ) -> Result<String, TokenError> {
     if !valid(new.name, 100) || !new.creation_key_prefix.is_none_or(|p| valid(p, 200)) {
         return Err(TokenError::Invalid);
+    }
+    if new.may_configure && new.creation_key_prefix.is_some() {
+        return Err(TokenError::ConfigureWithPrefix);
+    }
+    if let Some(adapters) = new.adapters {
+        match adapters
+            .iter()
+            .find(|p| !crate::definition::is_adapter_pattern(p))
+        {
+            Some(bad) => return Err(TokenError::BadAdapterPattern(bad.clone())),
+            None if adapters.is_empty() => return Err(TokenError::NoAdapters),
+            None => {}
+        }
     }
     let secret = format!(
         "z29c_{}{}",
@@ -105,13 +143,15 @@ pub async fn create(
         return Err(TokenError::NameTaken(new.name.to_owned()));
     }
     sqlx::query!(
-        r#"insert into api_token (id, name, token_hash, role, creation_key_prefix)
-           values ($1, $2, $3, $4, $5)"#,
+        r#"insert into api_token (id, name, token_hash, role, creation_key_prefix, may_configure, adapters)
+           values ($1, $2, $3, $4, $5, $6, $7)"#,
         Uuid::now_v7(),
         new.name,
         hash(&secret),
         new.role as Role,
         new.creation_key_prefix,
+        new.may_configure,
+        new.adapters,
     )
     .execute(&mut *tx)
     .await?;
@@ -119,6 +159,8 @@ pub async fn create(
         "token": new.name,
         "role": new.role,
         "creation_key_prefix": new.creation_key_prefix,
+        "may_configure": new.may_configure,
+        "adapters": new.adapters,
     });
     audit(&mut tx, actor, "token_create", details).await?;
     tx.commit().await?;
@@ -170,7 +212,7 @@ where
 {
     sqlx::query_as!(
         TokenRow,
-        r#"select name, role as "role: Role", creation_key_prefix,
+        r#"select name, role as "role: Role", creation_key_prefix, may_configure, adapters,
                   created_at as "created_at: DateTime<Utc>", revoked_at as "revoked_at: DateTime<Utc>"
            from api_token order by created_at, name"#
     )
@@ -185,7 +227,7 @@ where
 {
     sqlx::query_as!(
         Grant,
-        r#"select name, role as "role: Role", creation_key_prefix
+        r#"select id, name, role as "role: Role", creation_key_prefix, may_configure, adapters
            from api_token where token_hash = $1 and revoked_at is null"#,
         hash(secret)
     )

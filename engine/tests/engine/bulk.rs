@@ -7,7 +7,7 @@ use engine::recovery::Action;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::operate::{act, person, reviewing, unknown_delivery};
+use crate::operate::{act, enrolled, person, reviewing, unknown_delivery};
 use crate::support::Harness;
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
@@ -17,7 +17,7 @@ async fn bulk_recovery_acts_only_on_the_rows_shown_and_refuses_those_changed_sin
     for key in ["bulk-1", "bulk-2", "bulk-3"] {
         shown.push(unknown_delivery(&h, key, "review_required").await);
     }
-    let alice = person("alice", Role::Operator);
+    let alice = enrolled(&h.pool, "alice", Role::Operator).await;
     let filter = engine::read::queue::QueueFilter::default();
     let (rows, more) = engine::recovery::bulk::preview(
         &h.pool,
@@ -191,5 +191,125 @@ async fn no_more_than_eight_bulk_runs_go_at_once(pool: PgPool) {
     assert_eq!(
         runs(&h.pool).await,
         i64::try_from(engine::recovery::bulk::MAX_UNFINISHED_RUNS).unwrap()
+    );
+}
+
+/// Three steps in review, and a same-key retry run over them by `author` at one step a second.
+async fn slow_run(h: &Harness, author: &engine::operators::Operator) -> (Uuid, Vec<Uuid>) {
+    let mut steps = Vec::new();
+    for key in ["slow-1", "slow-2", "slow-3"] {
+        steps.push(unknown_delivery(h, key, "review_required").await.1);
+    }
+    let (rows, _) = engine::recovery::bulk::preview(
+        &h.pool,
+        &engine::read::queue::QueueFilter::default(),
+        OperatorAction::RetrySameKey,
+        author.role,
+        100,
+    )
+    .await
+    .unwrap();
+    let pairs: Vec<(Uuid, i64)> = rows.iter().map(|r| (r.step_id, r.version)).collect();
+    let run = engine::recovery::bulk::create(
+        &h.pool,
+        &engine::recovery::bulk::NewRun {
+            operator: author,
+            action: OperatorAction::RetrySameKey,
+            reason: "the destination is back",
+            residual_uncertainty: None,
+            rate_per_sec: 1,
+            rows: &pairs,
+        },
+    )
+    .await
+    .unwrap();
+    (run, steps)
+}
+
+/// How many of run `run`'s items were performed, and how many refused.
+async fn performed(pool: &PgPool, run: Uuid) -> (i64, i64) {
+    sqlx::query_as(
+        "select count(*) filter (where outcome = 'done'), count(*) filter (where outcome = 'refused')
+         from bulk_item where run_id = $1",
+    )
+    .bind(run)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_bulk_run_stops_within_one_item_of_its_author_being_disabled(pool: PgPool) {
+    let h = reviewing(pool, Kind::Idempotent, 300, 0).await;
+    let alice = enrolled(&h.pool, "alice", Role::Operator).await;
+    let (run, _) = slow_run(&h, &alice).await;
+    let running = tokio::spawn({
+        let pool = h.pool.clone();
+        async move { engine::recovery::bulk::run(&pool, run).await }
+    });
+    while performed(&h.pool, run).await.0 == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    engine::operators::disable(
+        &h.pool,
+        "alice",
+        engine::store::journal::Actor::Engine("test"),
+    )
+    .await
+    .unwrap();
+    running.await.unwrap().unwrap();
+
+    let (done, refused) = performed(&h.pool, run).await;
+    assert!(done <= 2, "{done} items were performed after the first");
+    assert_eq!(done + refused, 3);
+    let progress = engine::recovery::bulk::progress(&h.pool, run)
+        .await
+        .unwrap()
+        .unwrap();
+    let (by, reason) = progress.stopped.expect("the run records why it stopped");
+    assert_eq!(by, "z29c");
+    assert!(reason.contains("`alice` was disabled"), "{reason}");
+    assert!(progress.finished_at.is_some());
+    assert!(
+        engine::recovery::bulk::resume_all(&h.pool).await.unwrap() == 0,
+        "a stopped run is not resumed"
+    );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_bulk_run_stopped_by_an_approver_refuses_what_it_had_not_done_and_is_audited(
+    pool: PgPool,
+) {
+    let h = reviewing(pool, Kind::Idempotent, 300, 0).await;
+    let alice = enrolled(&h.pool, "alice", Role::Operator).await;
+    let (run, _) = slow_run(&h, &alice).await;
+    let bob = enrolled(&h.pool, "bob", Role::Operator).await;
+    let refused = engine::recovery::bulk::stop(&h.pool, run, &bob, "not yours").await;
+    assert!(
+        matches!(&refused, Err(engine::recovery::bulk::BulkError::Invalid(why)) if why.contains("author or an approver")),
+        "{refused:?}"
+    );
+    let carol = enrolled(&h.pool, "carol", Role::Approver).await;
+    assert!(
+        engine::recovery::bulk::stop(&h.pool, run, &carol, "the destination is down again")
+            .await
+            .unwrap()
+    );
+    engine::recovery::bulk::run(&h.pool, run).await.unwrap();
+    assert_eq!(performed(&h.pool, run).await, (0, 3));
+    let audited: (String, String) =
+        sqlx::query_as("select actor, reason from audit where action = 'bulk_stop'")
+            .fetch_one(&h.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        audited,
+        ("carol".into(), "the destination is down again".into())
+    );
+    assert!(
+        !engine::recovery::bulk::stop(&h.pool, run, &carol, "again")
+            .await
+            .unwrap(),
+        "a finished run is not stopped twice"
     );
 }

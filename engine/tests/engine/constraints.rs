@@ -89,3 +89,34 @@ async fn a_corrected_steps_input_digest_must_be_sha256_and_64_lowercase_hex_digi
     )
     .await;
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_steps_version_counts_its_changes_even_two_made_at_one_instant(pool: PgPool) {
+    let h = crate::support::Harness::new(pool, destinations::Kind::Idempotent, 1_000, 0).await;
+    let w = h.start("versions").await;
+    let step: uuid::Uuid =
+        sqlx::query_scalar("select id from step where workflow_id = $1 and logical = 'deliver'")
+            .bind(w)
+            .fetch_one(&h.pool)
+            .await
+            .unwrap();
+    let version = || async {
+        sqlx::query_scalar::<_, i64>("select version from step where id = $1")
+            .bind(step)
+            .fetch_one(&h.pool)
+            .await
+            .unwrap()
+    };
+    let before = version().await;
+    // One transaction: `now()` is the same instant for both changes.
+    let mut tx = h.pool.begin().await.unwrap();
+    for _ in 0..2 {
+        sqlx::query("update step set updated_at = now() where id = $1")
+            .bind(step)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+    }
+    tx.commit().await.unwrap();
+    assert_eq!(version().await, before + 2);
+}

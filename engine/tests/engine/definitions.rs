@@ -7,8 +7,24 @@ const V1: &str = include_str!("../../../definitions/document_delivery.v1.yaml");
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn reapplying_the_same_file_changes_nothing(pool: PgPool) {
-    let first = apply(&pool, V1, "test", false, false).await.unwrap();
-    let again = apply(&pool, V1, "test", false, false).await.unwrap();
+    let first = apply(
+        &pool,
+        V1,
+        engine::store::journal::Actor::Engine("test"),
+        false,
+        false,
+    )
+    .await
+    .unwrap();
+    let again = apply(
+        &pool,
+        V1,
+        engine::store::journal::Actor::Engine("test"),
+        false,
+        false,
+    )
+    .await
+    .unwrap();
 
     assert!(
         matches!(first, Applied::Added { version: 1, .. }),
@@ -29,15 +45,29 @@ async fn reapplying_the_same_file_changes_nothing(pool: PgPool) {
 async fn another_file_under_an_applied_name_and_version_is_refused_with_the_difference(
     pool: PgPool,
 ) {
-    apply(&pool, V1, "test", false, false).await.unwrap();
+    apply(
+        &pool,
+        V1,
+        engine::store::journal::Actor::Engine("test"),
+        false,
+        false,
+    )
+    .await
+    .unwrap();
     let changed = V1.replace(
         "recipient: { type: string, minLength: 1 }",
         "recipient: { type: string, minLength: 3 }",
     );
 
-    let refused = apply(&pool, &changed, "test", false, false)
-        .await
-        .unwrap_err();
+    let refused = apply(
+        &pool,
+        &changed,
+        engine::store::journal::Actor::Engine("test"),
+        false,
+        false,
+    )
+    .await
+    .unwrap_err();
 
     let ApplyError::Changed { diff, .. } = &refused else {
         panic!("expected a refusal with a diff, got {refused}");
@@ -61,9 +91,15 @@ async fn another_file_under_an_applied_name_and_version_is_refused_with_the_diff
 async fn a_file_with_an_unknown_field_is_refused_with_its_line_and_nothing_is_stored(pool: PgPool) {
     let broken = V1.replace("status_step: deliver", "status_step: deliver\nretries: 3");
 
-    let refused = apply(&pool, &broken, "test", false, false)
-        .await
-        .unwrap_err();
+    let refused = apply(
+        &pool,
+        &broken,
+        engine::store::journal::Actor::Engine("test"),
+        false,
+        false,
+    )
+    .await
+    .unwrap_err();
 
     let ApplyError::File(error) = &refused else {
         panic!("expected a file error, got {refused}");
@@ -93,7 +129,15 @@ async fn a_workflow_of_a_definition_applied_after_start_up_starts_without_a_rest
     .await;
     assert!(before.is_err(), "no definition applied yet");
 
-    apply(&pool, V1, "test", false, false).await.unwrap();
+    apply(
+        &pool,
+        V1,
+        engine::store::journal::Actor::Engine("test"),
+        false,
+        false,
+    )
+    .await
+    .unwrap();
     let contract = crate::support::declared("opaque", 1_000, 0, false);
     engine::adapter::apply::register_trusted(&pool, "docs", "http://127.0.0.1:9", &contract)
         .await

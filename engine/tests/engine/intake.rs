@@ -147,9 +147,15 @@ async fn a_pure_step_whose_output_does_not_render_at_admission_waits_for_a_worke
     pool: PgPool,
 ) {
     let h = Harness::new(pool, Kind::Idempotent, 1_000, 0).await;
-    engine::definition::apply(&h.pool, OPTIONAL_NOTE, "test", false, false)
-        .await
-        .unwrap();
+    engine::definition::apply(
+        &h.pool,
+        OPTIONAL_NOTE,
+        engine::store::journal::Actor::Engine("test"),
+        false,
+        false,
+    )
+    .await
+    .unwrap();
 
     let w = start(&h.pool, "optional_note", json!({ "recipient": "r-1" })).await;
 
@@ -196,9 +202,15 @@ steps:
       output:
         digest: "{{ input.title | digest }}"
 "#;
-    engine::definition::apply(&pool, DIGEST_ONLY, "test", false, false)
-        .await
-        .unwrap();
+    engine::definition::apply(
+        &pool,
+        DIGEST_ONLY,
+        engine::store::journal::Actor::Engine("test"),
+        false,
+        false,
+    )
+    .await
+    .unwrap();
 
     let w = start(&pool, "digest_only", json!({ "title": "t" })).await;
 

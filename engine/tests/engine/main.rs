@@ -3,6 +3,8 @@
 
 mod adapter_body;
 mod adapter_file;
+mod alerts;
+mod bounds;
 mod bulk;
 mod constraints;
 mod contract_suite;
@@ -16,6 +18,7 @@ mod operate;
 mod operators;
 mod outbox;
 mod pipeline;
+mod privileges;
 mod replace;
 mod roles;
 mod schemas;

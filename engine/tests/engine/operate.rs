@@ -25,6 +25,13 @@ pub(crate) fn person(name: &str, role: Role) -> Operator {
 }
 
 /// A harness whose adapter sends every unknown outcome to review, so a person decides.
+/// An operator account `name` with `role`, created in `pool`: one whose standing the engine
+/// reads again (a bulk run's author).
+pub(crate) async fn enrolled(pool: &PgPool, name: &str, role: Role) -> Operator {
+    engine::operators::add(pool, name, role).await.unwrap();
+    engine::operators::named(pool, name).await.unwrap().unwrap()
+}
+
 pub(crate) async fn reviewing(
     pool: PgPool,
     kind: Kind,

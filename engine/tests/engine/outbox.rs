@@ -604,21 +604,29 @@ async fn an_alert_opens_once_and_reaches_the_webhook_once(pool: PgPool) {
     .times(1)]));
     h.drive_until(w, "deliver", "review_required").await;
 
-    // A receiver that counts deliveries by idempotency key.
-    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    // A receiver that records each delivery: its idempotency key, signature and body.
+    let seen = Arc::new(std::sync::Mutex::new(
+        Vec::<(String, String, Vec<u8>)>::new(),
+    ));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/hook", listener.local_addr().unwrap());
     let recorded = seen.clone();
     let app = axum::Router::new().route(
         "/hook",
-        axum::routing::post(move |headers: axum::http::HeaderMap| {
-            let recorded = recorded.clone();
-            async move {
-                let key = headers["idempotency-key"].to_str().unwrap().to_owned();
-                recorded.lock().unwrap().push(key);
-                "ok"
-            }
-        }),
+        axum::routing::post(
+            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let recorded = recorded.clone();
+                async move {
+                    let key = headers["idempotency-key"].to_str().unwrap().to_owned();
+                    let signature = headers["z29c-signature"].to_str().unwrap().to_owned();
+                    recorded
+                        .lock()
+                        .unwrap()
+                        .push((key, signature, body.to_vec()));
+                    "ok"
+                }
+            },
+        ),
     );
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
 
@@ -641,20 +649,32 @@ async fn an_alert_opens_once_and_reaches_the_webhook_once(pool: PgPool) {
     let publisher = Publisher::new(h.pool.clone(), engine::outbox::consumers(Some(url.clone())));
     publish_all(&publisher).await;
     publish_all(&publisher).await;
-    let client = reqwest::Client::new();
+    let receiver = engine::outbox::webhook::Receiver::new(url.clone(), "whsec_test").unwrap();
     assert_eq!(
-        engine::outbox::webhook::deliver_webhooks(&h.pool, &client, &url)
+        engine::outbox::webhook::deliver_webhooks(&h.pool, &receiver)
             .await
             .unwrap(),
         1
     );
     assert_eq!(
-        engine::outbox::webhook::deliver_webhooks(&h.pool, &client, &url)
+        engine::outbox::webhook::deliver_webhooks(&h.pool, &receiver)
             .await
             .unwrap(),
         0
     );
-    assert_eq!(seen.lock().unwrap().len(), 1);
+    let delivered = seen.lock().unwrap().clone();
+    assert_eq!(delivered.len(), 1);
+    // The receiver can tell the post is Z29C's: the signature is over the time and the body.
+    let (_, signature, body) = &delivered[0];
+    let sent_at: i64 = signature
+        .strip_prefix("t=")
+        .and_then(|rest| rest.split(',').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(signature, &receiver.signature(sent_at, body));
+    let other = engine::outbox::webhook::Receiver::new(url.clone(), "another key").unwrap();
+    assert_ne!(signature, &other.signature(sent_at, body));
     assert_eq!(
         counter(
             &h.pool,

@@ -80,10 +80,23 @@ fn file(source: &str, url: &str) -> String {
 
 /// Applies `source` as the adapter `payments`; verifies it against `sandbox` when given.
 async fn applied(pool: &PgPool, source: &str, sandbox: Option<&str>) -> Option<Verified> {
-    apply::apply(pool, source, "test", false).await.unwrap();
-    engine::definition::apply(pool, CHARGE_ONLY, "test", false, false)
-        .await
-        .unwrap();
+    apply::apply(
+        pool,
+        source,
+        engine::store::journal::Actor::Engine("test"),
+        false,
+    )
+    .await
+    .unwrap();
+    engine::definition::apply(
+        pool,
+        CHARGE_ONLY,
+        engine::store::journal::Actor::Engine("test"),
+        false,
+        false,
+    )
+    .await
+    .unwrap();
     match sandbox {
         Some(url) => Some(apply::verify(pool, "payments", url).await.unwrap()),
         None => None,
@@ -201,9 +214,14 @@ async fn a_version_pointed_elsewhere_sends_nothing_before_it_is_verified(pool: P
     );
     let worker = worker(&pool, Adapters::load(&pool).await.unwrap());
     // The same file, re-pointed: a new version, which has proven nothing.
-    apply::apply(&pool, &file(PAYMENTS, &elsewhere.base_url()), "test", false)
-        .await
-        .unwrap();
+    apply::apply(
+        &pool,
+        &file(PAYMENTS, &elsewhere.base_url()),
+        engine::store::journal::Actor::Engine("test"),
+        false,
+    )
+    .await
+    .unwrap();
     let workflow = start(&pool, "order-repointed").await;
 
     until(&pool, &worker, workflow, StepState::Held).await;

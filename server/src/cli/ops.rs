@@ -22,6 +22,28 @@ pub enum OpsCommand {
     /// Workflows: listed and searched, one shown, one cancelled.
     #[command(subcommand)]
     Workflow(WorkflowCommand),
+    /// Bulk recovery runs.
+    #[command(subcommand)]
+    Bulk(BulkCommand),
+}
+
+/// `z29c bulk …`.
+#[derive(Debug, Subcommand)]
+pub enum BulkCommand {
+    /// Stop a run: the items it has not performed are refused, and the stop is audited. Its
+    /// author or an approver may stop it.
+    Stop {
+        /// The run's id.
+        run: Uuid,
+        /// The enabled operator who stops it.
+        #[arg(long = "as", env = "Z29C_OPERATOR", value_name = "NAME")]
+        operator: String,
+        /// Why, in a sentence (recorded in the audit log and on every item left undone).
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
 }
 
 impl OpsCommand {
@@ -35,6 +57,7 @@ impl OpsCommand {
             OpsCommand::Workflow(WorkflowCommand::List(args)) => &args.database,
             OpsCommand::Workflow(WorkflowCommand::Show { database, .. }) => database,
             OpsCommand::Workflow(WorkflowCommand::Cancel { acting, .. }) => &acting.database,
+            OpsCommand::Bulk(BulkCommand::Stop { database, .. }) => database,
         }
     }
 }

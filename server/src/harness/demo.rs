@@ -175,9 +175,15 @@ pub async fn register(
             WINDOW_MS,
             review,
         );
-        engine::adapter::apply::add_protocol(pool, adapter, base_url, &contract, "demo")
-            .await
-            .with_context(|| format!("registering the demo adapter `{adapter}`"))?;
+        engine::adapter::apply::add_protocol(
+            pool,
+            adapter,
+            base_url,
+            &contract,
+            engine::store::journal::Actor::Engine("demo"),
+        )
+        .await
+        .with_context(|| format!("registering the demo adapter `{adapter}`"))?;
     }
     files::apply_and_verify(pool, endpoints, secrets).await
 }

@@ -23,9 +23,15 @@ pub const DEFINITIONS: [(&str, &str); 3] = [
 /// Applies every shipped definition; those already applied are left as they are.
 pub async fn apply_definitions(pool: &PgPool) -> anyhow::Result<()> {
     for (path, source) in DEFINITIONS {
-        engine::definition::apply(pool, source, "z29c", false, true)
-            .await
-            .map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+        engine::definition::apply(
+            pool,
+            source,
+            engine::store::journal::Actor::Engine("z29c"),
+            false,
+            true,
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
     }
     Ok(())
 }

@@ -58,6 +58,7 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(bulk::preview))
         .routes(routes!(bulk::start))
         .routes(routes!(bulk::progress))
+        .routes(routes!(bulk::stop))
         .routes(routes!(audit::page))
 }
 
@@ -95,6 +96,7 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
         super::ops::bulk::RowRef,
         super::ops::bulk::StartBody,
         super::ops::bulk::StartedRun,
+        super::ops::bulk::StopBody,
         super::ops::audit::AuditBody
     )),
     modifiers(&BearerAuth)
@@ -151,7 +153,7 @@ struct StartBody {
         (status = 200, description = "Same creation key and input: the existing workflow", body = engine::read::status::WorkflowStatus),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 401, description = "No, unknown or revoked bearer token", body = ErrorBody),
-        (status = 403, description = "A viewer token, or a creation key outside the token's prefix", body = ErrorBody),
+        (status = 403, description = "A viewer token, a creation key outside the token's prefix, or an adapter outside the token's limit", body = ErrorBody),
         (status = 409, description = "Creation key already used with another input", body = ErrorBody),
         (status = 413, description = "Body over 256 KiB", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
@@ -191,21 +193,29 @@ async fn start(
         version: body.version,
         input: body.input,
     };
-    let (code, workflow) =
-        match intake::start_workflow(&pool, new, Actor::Api(&client.0.name)).await {
-            Ok(Started::Created(w)) => (StatusCode::CREATED, w),
-            Ok(Started::Existing(w)) => (StatusCode::OK, w),
-            Err(StartError::Sqlx(e)) => return Err(e.into()),
-            Err(e @ StartError::CreationKeyConflict { .. }) => {
-                return Err(ApiError::new(StatusCode::CONFLICT, e.to_string()));
-            }
-            Err(e) => {
-                return Err(ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    e.to_string(),
-                ));
-            }
-        };
+    let started = intake::start_workflow_within(
+        &pool,
+        new,
+        Actor::Api(&grant.name),
+        grant.adapters.as_deref(),
+    );
+    let (code, workflow) = match started.await {
+        Ok(Started::Created(w)) => (StatusCode::CREATED, w),
+        Ok(Started::Existing(w)) => (StatusCode::OK, w),
+        Err(StartError::Sqlx(e)) => return Err(e.into()),
+        Err(e @ StartError::CreationKeyConflict { .. }) => {
+            return Err(ApiError::new(StatusCode::CONFLICT, e.to_string()));
+        }
+        Err(e @ StartError::AdapterNotAllowed { .. }) => {
+            return Err(ApiError::new(StatusCode::FORBIDDEN, e.to_string()));
+        }
+        Err(e) => {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                e.to_string(),
+            ));
+        }
+    };
     let projection = engine::read::status::project(&pool, workflow.id)
         .await?
         .ok_or(sqlx::Error::RowNotFound)?;

@@ -80,6 +80,21 @@ impl IntoResponse for ApiError {
 
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> Self {
+        // A value PostgreSQL could not take (out of range, not text it stores) or a reference
+        // to a row that is not there: the request's fault, said as such, never a 500.
+        if let Some(code) = error.as_database_error().and_then(|e| e.code()) {
+            let refused = match &*code {
+                c if c.starts_with("22") => Some(
+                    "a value in the request is out of range or holds a character that cannot be stored (such as NUL)",
+                ),
+                "23503" => Some("the request names something that does not exist"),
+                _ => None,
+            };
+            if let Some(sentence) = refused {
+                tracing::info!(%error, "a request the database refused");
+                return ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, sentence);
+            }
+        }
         tracing::error!(%error, "database error in the API");
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -124,4 +139,37 @@ impl FromRequestParts<AppState> for ApiClient {
             .map(ApiClient)
             .ok_or_else(unauthorized)
     }
+}
+
+/// Whatever answers a refusal under `/api/` in a body of its own (an extractor's plain-text
+/// rejection, a method not allowed, a body over the limit): the same JSON every handler's
+/// refusal is, its text the sentence and its code the status's.
+pub(super) async fn refusals_as_json(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let api = request.uri().path().starts_with("/api/");
+    let response = next.run(request).await;
+    let status = response.status();
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !api || json || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 4096)
+        .await
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| status.canonical_reason().unwrap_or("refused").to_owned());
+    let mut refused = ApiError::new(status, text).into_response();
+    for name in [header::ALLOW, header::RETRY_AFTER] {
+        if let Some(value) = parts.headers.get(&name) {
+            refused.headers_mut().insert(name, value.clone());
+        }
+    }
+    refused
 }

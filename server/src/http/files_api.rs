@@ -6,7 +6,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use engine::definition::{Applied, ApplyError};
-use engine::domain::Role;
+use engine::store::journal::Actor;
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
@@ -42,20 +42,21 @@ pub(super) struct ApplyQuery {
     allow_missing_adapters: bool,
 }
 
-/// Who applies a file (`token:NAME`), when the token is an approver's: only approvers change
-/// what workflows `verb`.
-fn approver(client: &ApiClient, verb: &str) -> Result<String, ApiError> {
+/// Who applies a file, when the token may configure: changing definitions and adapters is a
+/// privilege apart from every role (docs/DESIGN.md §15), so an approver recovers steps but
+/// re-points no API.
+fn configurer(client: &ApiClient) -> Result<Actor<'_>, ApiError> {
     let grant = &client.0;
-    if grant.role < Role::Approver {
+    if !grant.may_configure {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             format!(
-                "token `{}` is not an approver token: only approvers change what workflows {verb}",
+                "token `{}` may not change configuration: definitions and adapters change only with a token made by `z29c token create NAME --configure`",
                 grant.name
             ),
         ));
     }
-    Ok(format!("token:{}", grant.name))
+    Ok(Actor::Api(&grant.name))
 }
 
 /// Every applied definition, by name and version.
@@ -66,12 +67,14 @@ fn approver(client: &ApiClient, verb: &str) -> Result<String, ApiError> {
     responses(
         (status = 200, description = "Applied definitions", body = [DefinitionBody]),
         (status = 401, description = "No or bad bearer token", body = super::client::ErrorBody),
+        (status = 403, description = "The token is limited to some creation keys", body = super::client::ErrorBody),
     )
 )]
 pub(super) async fn list(
-    _client: ApiClient,
+    client: ApiClient,
     State(pool): State<PgPool>,
 ) -> Result<Json<Vec<DefinitionBody>>, ApiError> {
+    super::ops::unscoped(&client, "read configuration")?;
     let rows = engine::store::definition::all(&pool).await?;
     Ok(Json(
         rows.into_iter()
@@ -104,7 +107,7 @@ pub(super) async fn list(
         (status = 201, description = "Stored", body = AppliedBody),
         (status = 200, description = "The same file was stored already, or a dry run", body = AppliedBody),
         (status = 401, description = "No or bad bearer token", body = super::client::ErrorBody),
-        (status = 403, description = "Not an approver token", body = super::client::ErrorBody),
+        (status = 403, description = "The token may not configure", body = super::client::ErrorBody),
         (status = 409, description = "Another file is stored under this name and version (the error carries the diff)", body = super::client::ErrorBody),
         (status = 422, description = "The file is refused: the error names the line and what is wrong", body = super::client::ErrorBody),
     )
@@ -116,13 +119,13 @@ pub(super) async fn put(
     Query(query): Query<ApplyQuery>,
     body: String,
 ) -> Result<Response, ApiError> {
-    let applied_by = approver(&client, "run")?;
+    let by = configurer(&client)?;
     let (status, applied, result) = match engine::definition::apply_as(
         &pool,
         &body,
         &name,
         version,
-        &applied_by,
+        by,
         query.dry_run,
         query.allow_missing_adapters,
     )
@@ -210,12 +213,14 @@ impl From<&engine::store::adapter::ClaimRow> for ClaimBody {
     responses(
         (status = 200, description = "Registered adapters", body = [AdapterBody]),
         (status = 401, description = "No or bad bearer token", body = super::client::ErrorBody),
+        (status = 403, description = "The token is limited to some creation keys", body = super::client::ErrorBody),
     )
 )]
 pub(super) async fn list_adapters(
-    _client: ApiClient,
+    client: ApiClient,
     State(pool): State<PgPool>,
 ) -> Result<Json<Vec<AdapterBody>>, ApiError> {
+    super::ops::unscoped(&client, "read configuration")?;
     let rows = engine::store::adapter::all(&pool).await?;
     let mut listed = Vec::with_capacity(rows.len());
     for a in rows {
@@ -253,7 +258,7 @@ pub(super) async fn list_adapters(
         (status = 201, description = "Stored as a new version", body = AppliedBody),
         (status = 200, description = "The same file is the current version already, or a dry run", body = AppliedBody),
         (status = 401, description = "No or bad bearer token", body = super::client::ErrorBody),
-        (status = 403, description = "Not an approver token", body = super::client::ErrorBody),
+        (status = 403, description = "The token may not configure", body = super::client::ErrorBody),
         (status = 422, description = "The file is refused: the error names the line and what is wrong", body = super::client::ErrorBody),
     )
 )]
@@ -266,7 +271,7 @@ pub(super) async fn put_adapter(
 ) -> Result<Response, ApiError> {
     use engine::adapter::apply::AdapterApplyError;
     use engine::store::adapter::FileStored;
-    let applied_by = approver(&client, "call")?;
+    let by = configurer(&client)?;
     let named = engine::adapter::AdapterSpec::parse(&body)
         .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
     if named.name != name {
@@ -278,8 +283,7 @@ pub(super) async fn put_adapter(
             ),
         ));
     }
-    let stored = match engine::adapter::apply::apply(&pool, &body, &applied_by, query.dry_run).await
-    {
+    let stored = match engine::adapter::apply::apply(&pool, &body, by, query.dry_run).await {
         Ok((_, stored)) => stored,
         Err(AdapterApplyError::Sqlx(e)) => return Err(e.into()),
         Err(e) => {

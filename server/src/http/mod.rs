@@ -56,6 +56,7 @@ pub fn router(state: AppState) -> Router {
 pub fn router_for(state: AppState, exposure: Exposure) -> Router {
     let routes = generate_route_list(App);
     let pool = state.pool.clone();
+    let anonymous = state.anonymous.clone();
     let options = state.leptos_options.clone();
     let router = Router::new()
         .route("/healthz", get(probes::healthz))
@@ -66,11 +67,19 @@ pub fn router_for(state: AppState, exposure: Exposure) -> Router {
         .leptos_routes_with_context(
             &state,
             routes,
-            move || provide_context(pool.clone()),
+            move || {
+                provide_context(pool.clone());
+                provide_context(anonymous.clone());
+            },
             move || shell(options.clone()),
         )
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
         .layer(axum::middleware::from_fn(kept_forms::keep_refused_forms))
+        // Every route, the console's forms and server functions included, reads at most this.
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(
+            api::MAX_BODY_BYTES,
+        ))
+        .layer(axum::middleware::from_fn(client::refusals_as_json))
         .layer(sessions(&state.pool, exposure))
         .layer(axum::middleware::from_fn(headers::security_headers))
         .layer(CompressionLayer::new())

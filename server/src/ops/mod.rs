@@ -98,6 +98,29 @@ pub(crate) async fn operator(pool: &PgPool, name: &str) -> Result<Operator, Stop
     })
 }
 
+/// `z29c bulk stop RUN --as NAME --reason …`.
+async fn stop_bulk(
+    pool: &PgPool,
+    run: uuid::Uuid,
+    name: &str,
+    reason: &str,
+    io: &mut Io<'_>,
+) -> Result<(), Stop> {
+    use engine::recovery::bulk::{self, BulkError};
+    let operator = operator(pool, name).await?;
+    match bulk::stop(pool, run, &operator, reason).await {
+        Ok(true) => Ok(writeln!(
+            io.out,
+            "Bulk run {run} stopped: the items it had not performed are refused."
+        )?),
+        Ok(false) => Err(Stop::Refused(format!(
+            "Bulk run {run} had finished already."
+        ))),
+        Err(BulkError::Invalid(sentence)) => Err(Stop::Refused(sentence)),
+        Err(BulkError::Sqlx(error)) => Err(error.into()),
+    }
+}
+
 /// Opens the command's database, runs it, and prints to this process's stdout and stderr.
 pub async fn run(command: OpsCommand) -> anyhow::Result<ExitCode> {
     let db = Database::open(command.database()).await?;
@@ -118,6 +141,12 @@ pub async fn execute(pool: &PgPool, command: OpsCommand, io: &mut Io<'_>) -> any
         OpsCommand::Step(command) => step::run(pool, command, io).await,
         OpsCommand::Incident(command) => incident::run(pool, command, io).await,
         OpsCommand::Workflow(command) => workflow::run(pool, command, io).await,
+        OpsCommand::Bulk(crate::cli::ops::BulkCommand::Stop {
+            run,
+            operator: name,
+            reason,
+            ..
+        }) => stop_bulk(pool, run, &name, &reason, io).await,
     };
     match ran {
         Ok(()) => Ok(Exit::Done),

@@ -32,7 +32,7 @@ pub(super) async fn show(pool: &PgPool, args: &QueueArgs, io: &mut Io<'_>) -> Re
     });
     let counts = queue::queue_counts(pool).await?;
     let incidents = match after {
-        None => queue::open_incidents(pool, INCIDENTS_SHOWN).await?,
+        None => queue::open_incidents(pool, INCIDENTS_SHOWN, None).await?,
         Some(_) => Vec::new(),
     };
     if args.output.json {

@@ -32,6 +32,8 @@ pub(crate) async fn token(pool: &PgPool, name: &str, role: Role, prefix: Option<
         name,
         role,
         creation_key_prefix: prefix,
+        may_configure: false,
+        adapters: None,
     };
     engine::store::token::create(pool, &new, Actor::Engine("test"))
         .await

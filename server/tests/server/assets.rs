@@ -30,13 +30,13 @@ async fn get(
     uri: &str,
     encodings: &str,
 ) -> (StatusCode, HeaderMap, Vec<u8>) {
-    let app = router(AppState {
-        pool: pool.clone(),
-        leptos_options: LeptosOptions::builder()
+    let app = router(AppState::new(
+        pool.clone(),
+        LeptosOptions::builder()
             .output_name("z29c")
             .site_root(root.to_string_lossy().into_owned())
             .build(),
-    });
+    ));
     let response = app
         .oneshot(
             Request::get(uri)

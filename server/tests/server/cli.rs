@@ -311,6 +311,8 @@ async fn token_and_user_lists_print_one_json_object_per_line(pool: PgPool) {
         name: "bot",
         role: Role::Viewer,
         creation_key_prefix: Some("bot-"),
+        may_configure: false,
+        adapters: None,
     };
     engine::store::token::create(&pool, &new, engine::store::journal::Actor::Engine("test"))
         .await

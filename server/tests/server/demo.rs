@@ -104,6 +104,7 @@ fn row<'a>(rows: &'a [QueueRow], workflow: &str, logical: &str) -> Option<&'a Qu
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn the_demo_queue_shows_unknown_outcomes_of_documents_and_of_payments(pool: PgPool) {
+    crate::support::allow_temporary_secrets();
     let data = tempfile::tempdir().unwrap();
     let secrets = Secrets::in_dir(data.path()).unwrap();
     let running = demo_destinations(&pool, &secrets).await;

@@ -21,37 +21,37 @@ use crate::support::{app, fixture};
 /// Cases per route family; together well over the 1,000 the issue asks for.
 const API_CASES: usize = 500;
 const SERVER_FN_CASES: usize = 1_000;
-const SEED: u64 = 0x2916_5EC0_F022_D00D;
+pub(crate) const SEED: u64 = 0x2916_5EC0_F022_D00D;
 
 /// xorshift64*: small, seeded, good enough to pick cases.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
 
-    fn chance(&mut self, percent: usize) -> bool {
+    pub(crate) fn chance(&mut self, percent: usize) -> bool {
         self.below(100) < percent
     }
 
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+    pub(crate) fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len())]
     }
 
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
+    pub(crate) fn bytes(&mut self, len: usize) -> Vec<u8> {
         (0..len).map(|_| self.next() as u8).collect()
     }
 
     /// A string mixing the characters that trip parsers and databases.
-    fn text(&mut self) -> String {
+    pub(crate) fn text(&mut self) -> String {
         const PIECES: [&str; 16] = [
             "a", "Z", "7", " ", "\u{0}", "é", "𝄞", "\u{202e}", "%", "&", "=", "+", "\"", "'", "\n",
             "<script>",
@@ -66,14 +66,14 @@ impl Rng {
 }
 
 /// What one case sent and got, for the failure report.
-struct Answer {
-    status: StatusCode,
-    body: String,
+pub(crate) struct Answer {
+    pub(crate) status: StatusCode,
+    pub(crate) body: String,
 }
 
 /// Sends `request`; a handler that panics (the real server then drops the connection) answers
 /// here as a 500 naming the panic.
-async fn send(router: &axum::Router, request: Request<Body>) -> Answer {
+pub(crate) async fn send(router: &axum::Router, request: Request<Body>) -> Answer {
     let response = match tokio::spawn(router.clone().oneshot(request)).await {
         Ok(response) => response.unwrap(),
         Err(panicked) => {
@@ -100,7 +100,7 @@ async fn send(router: &axum::Router, request: Request<Body>) -> Answer {
 }
 
 /// A sentence a person can read: some words, some letters.
-fn is_sentence(text: &str) -> bool {
+pub(crate) fn is_sentence(text: &str) -> bool {
     text.split_whitespace().count() >= 2 && text.chars().any(char::is_alphabetic)
 }
 
@@ -133,10 +133,10 @@ fn shape(body: &str) -> String {
 
 /// Failures grouped by route, status and the shape of the body.
 #[derive(Default)]
-struct Failures(BTreeMap<(String, u16, String), usize>);
+pub(crate) struct Failures(pub(crate) BTreeMap<(String, u16, String), usize>);
 
 impl Failures {
-    fn check(&mut self, route: &str, answer: &Answer, sentence: Option<String>) {
+    pub(crate) fn check(&mut self, route: &str, answer: &Answer, sentence: Option<String>) {
         let bad = answer.status.is_server_error()
             || (answer.status.is_client_error() && !sentence.as_deref().is_some_and(is_sentence));
         if bad {
@@ -148,7 +148,7 @@ impl Failures {
         }
     }
 
-    fn report(&self) -> String {
+    pub(crate) fn report(&self) -> String {
         self.0
             .iter()
             .map(|((route, status, body), n)| format!("{n:>4} × {status} {route}: {body}"))
@@ -158,7 +158,7 @@ impl Failures {
 }
 
 /// Rows in every table a request could write, besides sessions and sign-in records.
-async fn written(pool: &PgPool) -> Vec<(&'static str, i64)> {
+pub(crate) async fn written(pool: &PgPool) -> Vec<(&'static str, i64)> {
     let mut counts = Vec::new();
     for (table, query) in [
         ("workflow", "select count(*) from workflow"),
@@ -179,6 +179,8 @@ async fn written(pool: &PgPool) -> Vec<(&'static str, i64)> {
         ("bulk_item", "select count(*) from bulk_item"),
         ("outbox", "select count(*) from outbox"),
         ("api_token", "select count(*) from api_token"),
+        ("definition", "select count(*) from definition"),
+        ("adapter_version", "select count(*) from adapter_version"),
         (
             "audit",
             "select count(*) from audit where action not like 'sign%'",
@@ -594,7 +596,7 @@ async fn signed_in_approver(pool: &PgPool, router: axum::Router) -> Browser {
 }
 
 /// A workflow whose delivery step waits for review, under an opaque adapter.
-async fn step_under_review(pool: &PgPool) -> Uuid {
+pub(crate) async fn step_under_review(pool: &PgPool) -> Uuid {
     crate::support::shipped(pool).await;
     let contract =
         engine::adapter::contracts::declared(engine::domain::ContractKind::Opaque, 1_000, 0, false);
@@ -623,6 +625,8 @@ async fn no_malformed_or_random_body_makes_the_server_fail_or_write(pool: PgPool
         name: "fuzz",
         role: Role::Approver,
         creation_key_prefix: None,
+        may_configure: true,
+        adapters: None,
     };
     let token = engine::store::token::create(&pool, &token, Actor::Engine("fuzz"))
         .await

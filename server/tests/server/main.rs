@@ -10,6 +10,7 @@ mod decisions;
 mod demo;
 mod files_api;
 mod fuzz;
+mod fuzz_routes;
 mod headers;
 mod http;
 mod kept_forms;

@@ -92,6 +92,22 @@ async fn an_action_with_an_old_version_in_if_match_answers_412_and_changes_nothi
     );
     assert_eq!(state_of(&pool, step).await, "review_required");
 
+    // A weak tag promises only an equivalent step: an action needs the very one read.
+    let (status, answer) = post_if_match(
+        &pool,
+        &uri,
+        &secret,
+        Some(&format!("W/\"{version}\"")),
+        body.clone(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("strong ETag"),
+        "{answer}"
+    );
+    assert_eq!(state_of(&pool, step).await, "review_required");
+
     let (status, answer) =
         post_if_match(&pool, &uri, &secret, Some(&format!("\"{version}\"")), body).await;
     assert_eq!(status, StatusCode::OK, "{answer}");

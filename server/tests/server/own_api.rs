@@ -38,6 +38,7 @@ pub(crate) fn adapter_file(
         })
         .collect();
     if let Some((value, dir)) = secret {
+        crate::support::allow_temporary_secrets();
         let secret_path = dir.path().join("secret");
         std::fs::write(&secret_path, value).unwrap();
         let replaced = lines
@@ -75,14 +76,27 @@ pub(crate) async fn apply_files(
     definition: &str,
     url: &str,
 ) -> String {
-    let (name, _) = apply::apply(pool, adapter, "test", false).await.unwrap();
+    let (name, _) = apply::apply(
+        pool,
+        adapter,
+        engine::store::journal::Actor::Engine("test"),
+        false,
+    )
+    .await
+    .unwrap();
     match apply::verify(pool, &name, url).await.unwrap() {
         Verified::Passed { .. } => {}
         Verified::Failed { report, .. } => panic!("{}", report.summary()),
     }
-    engine::definition::apply(pool, definition, "test", false, false)
-        .await
-        .unwrap();
+    engine::definition::apply(
+        pool,
+        definition,
+        engine::store::journal::Actor::Engine("test"),
+        false,
+        false,
+    )
+    .await
+    .unwrap();
     name
 }
 
@@ -361,7 +375,14 @@ async fn a_declared_idempotency_the_destination_does_not_honour_is_refused_by_ve
         },
     )
     .await;
-    let (name, _) = apply::apply(&pool, &adapter, "test", false).await.unwrap();
+    let (name, _) = apply::apply(
+        &pool,
+        &adapter,
+        engine::store::journal::Actor::Engine("test"),
+        false,
+    )
+    .await
+    .unwrap();
 
     let verified = apply::verify(&pool, &name, &destination.base_url())
         .await

@@ -7,10 +7,20 @@ use sqlx::PgPool;
 
 /// The router `serve` mounts, over `pool`.
 pub fn app(pool: PgPool) -> axum::Router {
-    router(AppState {
+    router(AppState::new(
         pool,
-        leptos_options: LeptosOptions::builder().output_name("z29c").build(),
-    })
+        LeptosOptions::builder().output_name("z29c").build(),
+    ))
+}
+
+/// The policy of this test process: the library's (any public address, any variable) with
+/// secret files allowed in the temporary directory, where the tests write theirs. Every test
+/// that names a file calls it; the first call sets it for the whole process.
+pub fn allow_temporary_secrets() {
+    engine::adapter::policy::set(engine::adapter::policy::Policy {
+        secrets_dir: Some(std::fs::canonicalize(std::env::temp_dir()).unwrap()),
+        ..engine::adapter::policy::Policy::default()
+    });
 }
 
 /// Applies the definitions shipped in the repository, as the demo does.

@@ -196,7 +196,8 @@ impl Run<'_> {
                         "after its answer was lost, the same key made {external_reference} as a new effect: a retry would charge twice"
                     ),
                 ),
-                TransportObservation::ConnectFailed { .. } => (
+                TransportObservation::ConnectFailed { .. }
+                | TransportObservation::NotSent { .. } => (
                     Verdict::Inconclusive,
                     format!("the resend under `{}` {}", lost.key, describe(&seen)),
                 ),

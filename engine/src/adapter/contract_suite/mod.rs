@@ -383,6 +383,7 @@ impl Run<'_> {
             other => {
                 let verdict = match other {
                     TransportObservation::ConnectFailed { .. }
+                    | TransportObservation::NotSent { .. }
                     | TransportObservation::DeadlineExceeded { .. }
                     | TransportObservation::ConnectionLost { .. } => Verdict::Inconclusive,
                     _ => Verdict::Contradicted,

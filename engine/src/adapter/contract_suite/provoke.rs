@@ -114,7 +114,9 @@ fn judge(
         rule.map(|rule| (rule, before_effect))
     } else {
         let verdict = match seen {
-            TransportObservation::ConnectFailed { .. } => Verdict::Inconclusive,
+            TransportObservation::ConnectFailed { .. } | TransportObservation::NotSent { .. } => {
+                Verdict::Inconclusive
+            }
             _ => Verdict::Contradicted,
         };
         let detail = format!(

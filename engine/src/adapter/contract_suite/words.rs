@@ -18,6 +18,9 @@ pub(super) fn describe(seen: &TransportObservation) -> String {
         TransportObservation::ConnectFailed { detail } => {
             format!("could not reach the sandbox ({detail})")
         }
+        TransportObservation::NotSent { detail } => {
+            format!("could not be made ({detail})")
+        }
         TransportObservation::NotAccepted { status, code } => {
             format!("was answered {status} and read as failed before effect `{code}`")
         }

@@ -78,6 +78,10 @@ impl DataAdapter {
                 reason: format!("`{}` is not an HTTP method", wire.method),
             }
         })?;
+        // An address written in the URL is never resolved, so the resolver cannot refuse it.
+        super::reachable(&self.base_url).map_err(|e| TransportObservation::NotSent {
+            detail: e.to_string(),
+        })?;
         let mut call = self
             .client
             .request(method, format!("{}{}", self.base_url, wire.path))

@@ -40,9 +40,15 @@ pub async fn apply_shipped_definitions(pool: &PgPool) {
         include_str!("../../../../definitions/document_delivery.v1.yaml"),
         include_str!("../../../../definitions/document_delivery.v2.yaml"),
     ] {
-        engine::definition::apply(pool, source, "test", false, false)
-            .await
-            .unwrap();
+        engine::definition::apply(
+            pool,
+            source,
+            engine::store::journal::Actor::Engine("test"),
+            false,
+            false,
+        )
+        .await
+        .unwrap();
     }
 }
 

@@ -84,10 +84,10 @@ async fn serve(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
     let base = format!("http://{address}");
-    let app = crate::http::router(crate::state::AppState {
-        pool: pool.clone(),
-        leptos_options: crate::http::assets::options(site_root, address),
-    });
+    let app = crate::http::router(crate::state::AppState::new(
+        pool.clone(),
+        crate::http::assets::options(site_root, address),
+    ));
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
     Ok((base, server))
 }

@@ -156,9 +156,14 @@ pub async fn apply_and_verify(
     for (file, service) in files() {
         let base_url = endpoints.of(service);
         let source = demo_copy(&file, base_url, secrets)?;
-        let (name, _) = apply(pool, &source, "demo", false)
-            .await
-            .map_err(|e| anyhow::anyhow!("{} (the demo's copy): {e}", file.path))?;
+        let (name, _) = apply(
+            pool,
+            &source,
+            engine::store::journal::Actor::Engine("demo"),
+            false,
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{} (the demo's copy): {e}", file.path))?;
         match verify(pool, &name, base_url).await? {
             Verified::Passed { .. } => {}
             Verified::Failed { report, .. } => anyhow::bail!("{}", report.summary()),

@@ -57,6 +57,8 @@ pub(super) fn worker_command(
         .env("RUST_LOG", "warn")
         .env_remove("Z29C_FAILPOINT")
         .kill_on_drop(true);
+    // The harness's destinations are on loopback, its secret files in the temporary directory.
+    crate::policy::inherited(&mut command);
     if let Some(point) = failpoint {
         command.env("Z29C_FAILPOINT", point);
     }

@@ -302,9 +302,15 @@ pub(super) async fn apply_definitions(pool: &PgPool) -> anyhow::Result<()> {
         ("definitions/payment_receipt.v1.yaml", PAYMENT_RECEIPT),
         ("definitions/partner_event.v1.yaml", PARTNER_EVENT),
     ] {
-        engine::definition::apply(pool, source, "scenario", false, false)
-            .await
-            .map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+        engine::definition::apply(
+            pool,
+            source,
+            engine::store::journal::Actor::Engine("scenario"),
+            false,
+            false,
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
     }
     Ok(())
 }
@@ -373,9 +379,14 @@ async fn from_file(
         source.contains(&base_url) && source.contains(&path.display().to_string()),
         "adapters/{adapter}.yaml no longer has the base_url line or the secret the harness points at its destination"
     );
-    engine::adapter::apply::apply(z29c, &source, "scenario", false)
-        .await
-        .map_err(|e| anyhow::anyhow!("adapters/{adapter}.yaml: {e}"))?;
+    engine::adapter::apply::apply(
+        z29c,
+        &source,
+        engine::store::journal::Actor::Engine("scenario"),
+        false,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("adapters/{adapter}.yaml: {e}"))?;
     match engine::adapter::apply::verify(z29c, adapter, &base_url).await? {
         engine::adapter::apply::Verified::Passed { .. } => Ok((destination, dir)),
         engine::adapter::apply::Verified::Failed { report, .. } => anyhow::bail!(

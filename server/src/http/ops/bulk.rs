@@ -201,3 +201,61 @@ pub(crate) async fn progress(
         .map(Json)
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("no bulk run {id}")))
 }
+
+/// Why a run is stopped.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StopBody {
+    /// Why, for the audit log and every item left undone (required).
+    reason: String,
+}
+
+/// Stops a run: the items not yet performed are refused, and the stop is audited. Its author
+/// or an approver may stop it.
+#[utoipa::path(
+    post,
+    path = "/api/v1/bulk/{id}/stop",
+    operation_id = "stop_bulk",
+    params(("id" = String, Path, description = "Run id (a UUID)")),
+    request_body = StopBody,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Stopped; the run as it stands", body = Object),
+        (status = 403, description = "A viewer or prefixed token", body = ErrorBody),
+        (status = 404, description = "No such run", body = ErrorBody),
+        (status = 409, description = "The run had finished", body = ErrorBody),
+        (status = 422, description = "No reason, or neither the author nor an approver", body = ErrorBody),
+    )
+)]
+pub(crate) async fn stop(
+    client: ApiClient,
+    State(pool): State<PgPool>,
+    id: Result<Path<String>, PathRejection>,
+    body: Result<Json<StopBody>, JsonRejection>,
+) -> Result<Json<Progress>, ApiError> {
+    at_least(&client, Role::Operator, "stop a bulk run")?;
+    unscoped(&client, "stop a bulk run")?;
+    let id = id_in(id, "bulk run")?;
+    let Json(body) = body?;
+    let missing = || ApiError::new(StatusCode::NOT_FOUND, format!("no bulk run {id}"));
+    if bulk::progress(&pool, id).await?.is_none() {
+        return Err(missing());
+    }
+    let operator = Operator::token(&client.0);
+    let stopped = bulk::stop(&pool, id, &operator, &body.reason)
+        .await
+        .map_err(|e| match e {
+            BulkError::Invalid(why) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, why),
+            BulkError::Sqlx(e) => e.into(),
+        })?;
+    if !stopped {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("bulk run {id} had finished already"),
+        ));
+    }
+    bulk::progress(&pool, id)
+        .await?
+        .map(Json)
+        .ok_or_else(missing)
+}

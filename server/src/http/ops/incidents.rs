@@ -42,8 +42,9 @@ pub(crate) async fn list(
     client: ApiClient,
     State(pool): State<PgPool>,
 ) -> Result<Json<IncidentsBody>, ApiError> {
-    let mut incidents = engine::read::queue::open_incidents(&pool, OPEN_LIMIT).await?;
-    incidents.retain(|i| client.0.covers(&i.creation_key));
+    // Narrowed to the token's prefix before the cap, so a prefixed token sees all of its own.
+    let prefix = client.0.creation_key_prefix.as_deref();
+    let incidents = engine::read::queue::open_incidents(&pool, OPEN_LIMIT, prefix).await?;
     Ok(Json(IncidentsBody { incidents }))
 }
 

@@ -39,9 +39,10 @@ pub(crate) struct QueueBody {
     rows: Vec<QueueRow>,
     /// Pass as `after` for the next page; absent on the last.
     next: Option<String>,
-    /// Waiting steps by state and by adapter (over the whole queue, not the filter).
-    #[schema(value_type = Object)]
-    counts: QueueCounts,
+    /// Waiting steps by state and by adapter (over the whole queue, not the filter); absent
+    /// for a token limited to a creation-key prefix, since they span every team.
+    #[schema(value_type = Option<Object>)]
+    counts: Option<QueueCounts>,
 }
 
 /// The steps waiting for a person, oldest uncertainty first. A prefixed token sees only its
@@ -80,10 +81,15 @@ pub(crate) async fn queue(
             .map(|r| format!("{}|{}", r.unknown_since.to_rfc3339(), r.step_id))
     });
     rows.retain(|r| client.0.covers(&r.creation_key));
+    // The counts span every team's workflows: a prefixed token is not told them.
+    let counts = match client.0.creation_key_prefix {
+        None => Some(queue::queue_counts(&pool).await?),
+        Some(_) => None,
+    };
     Ok(Json(QueueBody {
         rows,
         next: next.flatten(),
-        counts: queue::queue_counts(&pool).await?,
+        counts,
     }))
 }
 

@@ -218,19 +218,26 @@ pub(crate) async fn act(
     Ok(Json(DoneBody::from(done)))
 }
 
-/// The version `If-Match` names (`"123"`, `W/"123"` or `123`); `None` without the header.
+/// The version `If-Match` names (the strong tag `"123"`, or `123`); `None` without the header.
+/// A weak tag (`W/"123"`) is refused: it promises only an equivalent step, and an action needs
+/// the very one that was read (RFC 9110 §13.1.1).
 fn if_match(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
     let Some(value) = headers.get(header::IF_MATCH) else {
         return Ok(None);
     };
     let text = value.to_str().unwrap_or_default().trim();
-    let bare = text.strip_prefix("W/").unwrap_or(text).trim_matches('"');
-    bare.parse::<i64>().map(Some).map_err(|_| {
-        ApiError::new(
+    let quoted = text.strip_prefix('"').and_then(|t| t.strip_suffix('"'));
+    let bare = quoted.unwrap_or(text);
+    match bare.parse::<i64>() {
+        Ok(version) if !text.starts_with("W/") => Ok(Some(version)),
+        _ => Err(ApiError::new(
             StatusCode::BAD_REQUEST,
-            format!("If-Match `{text}` is not a step version: send the `version` (or ETag) from GET /api/v1/steps/{{id}}"),
-        )
-    })
+            format!(
+                "If-Match `{}` is not a step version: send the strong ETag (or the `version`) from GET /api/v1/steps/{{id}}",
+                engine::domain::words::displayable(text)
+            ),
+        )),
+    }
 }
 
 /// The engine's action for `kind`, from the body; a field given to an action it does not

@@ -1,0 +1,133 @@
+//! Alerts keep flowing whatever their receiver does: the rules are evaluated in a task of
+//! their own, the sender gives up on a receiver that never answers, and what it records of the
+//! failure never holds the receiver's URL.
+
+use std::time::Duration;
+
+use destinations::{Fault, FaultPlan, FaultRule, Kind, Match, Operation};
+use engine::outbox::publisher::Publisher;
+use engine::outbox::webhook::Receiver;
+use sqlx::PgPool;
+
+use crate::support::Harness;
+
+/// A step whose outcome became unknown and went to review: the cause of an alert.
+async fn unknown_delivery(h: &Harness, key: &str) {
+    let w = h.start(key).await;
+    h.faults(FaultPlan::rules([FaultRule::new(
+        Operation::Deliver,
+        Match::Any,
+        Fault::DelayResponse { ms: 800 },
+    )
+    .times(1)]));
+    h.drive_until(w, "deliver", "review_required").await;
+}
+
+async fn alerts(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("select count(*) from alert")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+async fn queued(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("select count(*) from webhook_delivery")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// Publishes the outbox until nothing is left, then waits a little.
+async fn publish(publisher: &Publisher) {
+    publisher.drain().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_webhook_receiver_that_never_answers_delays_no_alert(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Opaque, 300, 0).await;
+    // A receiver that takes every connection and never answers; its URL carries its secret,
+    // as a chat service's does.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!(
+        "http://{}/services/T0/B0/s3cr3t",
+        listener.local_addr().unwrap()
+    );
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let publisher = Publisher::new(h.pool.clone(), engine::outbox::consumers(Some(url.clone())));
+    let rules = engine::watch::alerts::AlertRules {
+        max_unknown_age: Duration::ZERO,
+    };
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    let every = Duration::from_millis(50);
+    let evaluating = tokio::spawn(engine::watch::alerts::evaluate_until(
+        h.pool.clone(),
+        rules,
+        every,
+        until_stopped(stopped.clone()),
+    ));
+    let sending = tokio::spawn(engine::outbox::webhook::send_until(
+        h.pool.clone(),
+        Receiver::new(url, "whsec_test").unwrap(),
+        every,
+        until_stopped(stopped),
+    ));
+
+    // The first alert opens and is queued; its delivery hangs.
+    unknown_delivery(&h, "first").await;
+    for _ in 0..100 {
+        publish(&publisher).await;
+        if queued(&h.pool).await == 1 {
+            break;
+        }
+    }
+    assert_eq!(queued(&h.pool).await, 1, "the first alert was never queued");
+    // A second cause while the first delivery hangs: its alert opens all the same.
+    unknown_delivery(&h, "second").await;
+    for _ in 0..100 {
+        publish(&publisher).await;
+        if alerts(&h.pool).await == 2 {
+            break;
+        }
+    }
+    assert_eq!(alerts(&h.pool).await, 2, "the second alert did not open");
+    let attempted: i64 =
+        sqlx::query_scalar("select coalesce(sum(attempts), 0)::bigint from webhook_delivery")
+            .fetch_one(&h.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        attempted, 0,
+        "the second alert opened while the first delivery still hung"
+    );
+
+    // The sender gives up on the receiver, and says so without its URL.
+    let mut recorded = None;
+    for _ in 0..300 {
+        recorded = sqlx::query_scalar::<_, Option<String>>(
+            "select last_error from webhook_delivery where attempts > 0 limit 1",
+        )
+        .fetch_optional(&h.pool)
+        .await
+        .unwrap()
+        .flatten();
+        if recorded.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let recorded = recorded.expect("the hung delivery was given up and recorded");
+    assert!(recorded.contains("did not answer in time"), "{recorded}");
+    assert!(!recorded.contains("s3cr3t"), "{recorded}");
+    stop.send(true).unwrap();
+    evaluating.await.unwrap();
+    sending.await.unwrap();
+}
