@@ -77,6 +77,28 @@ pub enum SecretError {
     NotAllowed(String),
 }
 
+/// The text of the regular file at `path` if it holds at most
+/// [`MAX_SECRET_FILE_BYTES`](super::policy::MAX_SECRET_FILE_BYTES), without its final line
+/// break. Opened without blocking and checked on the handle, so a FIFO or a device put there
+/// (even between a check and the open) is refused, never waited on or read without end.
+fn read_small_file(path: &std::path::Path) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let max = super::policy::MAX_SECRET_FILE_BYTES;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .ok()?;
+    let metadata = file.metadata().ok()?;
+    if !metadata.is_file() || metadata.len() > max {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(max + 1).read_to_string(&mut text).ok()?;
+    (text.len() as u64 <= max).then(|| text.trim_end_matches(['\n', '\r']).to_owned())
+}
+
 /// A resolved secret. Its `Debug` and `Display` print `[redacted]`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -120,15 +142,69 @@ impl SecretRef {
         self.allowed()?;
         let value = match self {
             SecretRef::Env(name) => std::env::var(name).ok(),
-            SecretRef::File(path) => std::fs::metadata(path)
-                .ok()
-                .filter(|m| m.is_file() && m.len() <= super::policy::MAX_SECRET_FILE_BYTES)
-                .and_then(|_| std::fs::read_to_string(path).ok())
-                .map(|text| text.trim_end_matches(['\n', '\r']).to_owned()),
+            SecretRef::File(path) => read_small_file(path),
         };
         match value {
             Some(value) if !value.is_empty() => Ok(Secret(value)),
             _ => Err(SecretError::NotSet(self.clone())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    /// This test process's policy: secret files in `dir` (nextest runs each test alone).
+    fn secrets_in(dir: &std::path::Path) {
+        super::super::policy::set(super::super::policy::Policy {
+            secrets_dir: Some(std::fs::canonicalize(dir).unwrap()),
+            ..super::super::policy::Policy::default()
+        });
+    }
+
+    #[test]
+    fn a_fifo_a_device_or_a_large_file_is_never_read_as_a_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        secrets_in(dir.path());
+        let dir = std::fs::canonicalize(dir.path()).unwrap();
+        let fifo = dir.join("fifo");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let zero = dir.join("zero");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let large = dir.join("large");
+        std::fs::write(&large, vec![b'k'; 100 * 1024]).unwrap();
+        let small = dir.join("small");
+        std::fs::write(&small, "sk_test_1\n").unwrap();
+
+        // A FIFO with no writer would block a reader for ever: it is refused at once.
+        assert!(matches!(
+            SecretRef::File(fifo).resolve(),
+            Err(SecretError::NotSet(_))
+        ));
+        // A link out of the directory is refused by the policy, before anything is opened.
+        assert!(matches!(
+            SecretRef::File(zero).resolve(),
+            Err(SecretError::NotAllowed(_))
+        ));
+        assert!(matches!(
+            SecretRef::File(large).resolve(),
+            Err(SecretError::NotSet(_))
+        ));
+        let read = SecretRef::File(small).resolve().unwrap();
+        assert_eq!(read.expose(), "sk_test_1");
+        let outside: PathBuf = "/etc/hostname".into();
+        assert!(matches!(
+            SecretRef::File(outside).resolve(),
+            Err(SecretError::NotAllowed(_))
+        ));
     }
 }

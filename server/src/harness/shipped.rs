@@ -31,7 +31,16 @@ pub async fn apply_definitions(pool: &PgPool) -> anyhow::Result<()> {
             true,
         )
         .await
-        .map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+        .map_err(|e| match e {
+            // A demo database made by an earlier Z29C holds an earlier shipped file under this
+            // name and version (definitions never change once applied).
+            engine::definition::ApplyError::Changed { name, version, .. } => anyhow::anyhow!(
+                "{path}: this database holds another `{name}` v{version}, applied by an earlier \
+                 version of Z29C; the demo's private cluster is disposable: remove its data \
+                 directory (.z29c by default) and start again"
+            ),
+            other => anyhow::anyhow!("{path}: {other}"),
+        })?;
     }
     Ok(())
 }

@@ -344,3 +344,26 @@ async fn an_adapter_file_is_refused_for_an_operator_or_under_another_name(pool: 
         .unwrap();
     assert_eq!(stored, 0);
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_yaml_alias_bomb_is_refused_before_it_is_built(pool: PgPool) {
+    let deploy = deployer(&pool, "deploy").await;
+    // One anchor of 20,000 values replayed 2,000 times: 40 million values from under 100 KiB.
+    let anchor = vec!["1"; 20_000].join(",");
+    let aliases = vec!["*a"; 2_000].join(",");
+    let bomb = format!("name: opaque-docs\nx: &a [{anchor}]\ny: [{aliases}]\n");
+    for path in [
+        "/api/v1/adapters/opaque-docs",
+        "/api/v1/definitions/document_delivery/1",
+    ] {
+        let (status, body) = call(&pool, "PUT", path, Some(&deploy), Some(bomb.clone())).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{path}: {body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("once its aliases are expanded"),
+            "{path}: {body}"
+        );
+    }
+}
