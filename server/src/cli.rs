@@ -32,7 +32,7 @@ pub(crate) enum Command {
     Worker(WorkerArgs),
     /// Apply pending database migrations and exit.
     Migrate(DatabaseArgs),
-    /// Check the semantic invariants; exits 1 when any is violated.
+    /// Check the semantic invariants; exits 1 when one is violated that no incident records.
     Check(CheckArgs),
     /// API bearer tokens.
     #[command(subcommand)]

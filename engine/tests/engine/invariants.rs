@@ -74,6 +74,29 @@ async fn a_step_with_two_external_references_is_found(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn check_fails_only_for_a_violation_no_incident_records(pool: PgPool) {
+    let h = Harness::new(pool.clone(), Kind::Opaque, 2_000, 0).await;
+    let w = h.start("unseen-then-seen").await;
+    let id = step_id(&pool, w, "deliver").await;
+    let deliver = fixture::Step::of(&pool, id);
+    deliver.rogue_attempt(1, "outcome_unknown").await;
+    deliver.rogue_attempt(2, "succeeded").await;
+    let found = engine::watch::invariants::check(&pool).await.unwrap();
+    assert!(!found.is_empty());
+    let seen = engine::watch::invariants::seen(&pool, &found).await.unwrap();
+    assert_eq!(seen, vec![], "nobody has seen the rogue retry yet");
+
+    let mut tx = pool.begin().await.unwrap();
+    engine::store::incident::open_duplicate_incident(&mut tx, id, &[("x-1", None)])
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let found = engine::watch::invariants::check(&pool).await.unwrap();
+    let seen = engine::watch::invariants::seen(&pool, &found).await.unwrap();
+    assert_eq!(seen, found, "an incident records every violation of its step");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn a_dependant_started_before_its_required_receipt_is_found(pool: PgPool) {
     let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
     let w = h.start("early-notify").await;
