@@ -37,6 +37,8 @@ pub mod failpoint;
 #[cfg(feature = "runtime")]
 pub mod intake;
 #[cfg(feature = "runtime")]
+pub mod maintenance;
+#[cfg(feature = "runtime")]
 pub mod operators;
 #[cfg(feature = "runtime")]
 pub mod outbox;

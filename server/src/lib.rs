@@ -7,6 +7,7 @@ mod files;
 pub mod harness;
 mod history;
 pub mod http;
+mod maintenance;
 pub mod metrics;
 pub mod ops;
 pub mod policy;

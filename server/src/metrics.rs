@@ -6,7 +6,7 @@
 //! (`engine::watch::latency`) and the HTTP handlers' ([`time_request`]).
 
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{Method, StatusCode, header};
@@ -48,19 +48,6 @@ pub fn install() -> Option<&'static PrometheusHandle> {
             }
         })
         .as_ref()
-}
-
-/// Drains the histograms into their buckets every few seconds, so they stay small between
-/// scrapes; runs until aborted.
-pub fn spawn_upkeep() -> Option<tokio::task::JoinHandle<()>> {
-    let handle = install()?;
-    Some(tokio::spawn(async move {
-        let mut every = tokio::time::interval(Duration::from_secs(5));
-        loop {
-            every.tick().await;
-            handle.run_upkeep();
-        }
-    }))
 }
 
 /// The latency histograms this process recorded, in Prometheus text format (empty before

@@ -1,9 +1,13 @@
-//! Start-up of the long-running commands: `z29c serve` (console, workers, observers and the
-//! optional demo) and `z29c worker`, and their shutdown in order on SIGINT or SIGTERM.
+//! Start-up of the long-running commands: `z29c serve` (console, workers, maintenance
+//! services and the optional demo) and `z29c worker`, and their shutdown in order on SIGINT or SIGTERM.
 
 use std::time::Duration;
 
 use anyhow::Context;
+use engine::maintenance::{
+    AlertEvaluation, NotificationDelivery, OutboxPublisher, Service, Services, SignInForgetting,
+    WebhookDelivery,
+};
 
 use crate::cli::{ObserverArgs, ServeArgs, WorkerArgs, WorkerTuning};
 use crate::database::Database;
@@ -15,7 +19,6 @@ use crate::state::AppState;
 /// optional demo, until SIGINT or SIGTERM; then everything stops in order.
 pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     refuse_demo_on_a_named_database(&args)?;
-    let upkeep = crate::metrics::spawn_upkeep();
     let database = Database::open(&args.database).await?;
     let leptos_options = crate::http::assets::options(&args.site_root, args.addr);
     let exposure = if args.behind_tls_proxy {
@@ -36,13 +39,12 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         None
     };
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let forgetting = forget_expired(&database.pool);
     let workers = if args.no_workers {
         None
     } else {
         Some(spawn_worker(&database, &args.workers, stopped.clone()).await?)
     };
-    let observers = spawn_observer(&database.pool, &args.observer, stopped.clone())?;
+    let services = Services::start(serving(&database.pool, &args.observer)?);
     let resumed = engine::recovery::bulk::resume_all(&database.pool).await?;
     if resumed > 0 {
         tracing::info!(runs = resumed, "resuming unfinished bulk recovery runs");
@@ -60,12 +62,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(workers) = workers {
         workers.await.context("the worker task panicked")?;
     }
-    for observer in observers {
-        observer.await.context("an observer task panicked")?;
-    }
-    for task in forgetting.into_iter().chain(upkeep) {
-        task.abort();
-    }
+    services.stop().await;
     if let Some(demo) = demo {
         demo.stop().await;
     }
@@ -93,30 +90,6 @@ async fn start_demo(
     Ok(demo)
 }
 
-/// Every ten minutes, deletes expired sessions and the sign-in attempts throttling no longer
-/// counts; the tasks run until aborted.
-fn forget_expired(pool: &sqlx::PgPool) -> [tokio::task::JoinHandle<()>; 2] {
-    let pool_for_sessions = pool.clone();
-    let sessions = tokio::spawn(async move {
-        let _ = tower_sessions::session_store::ExpiredDeletion::continuously_delete_expired(
-            tower_sessions_sqlx_store::PostgresStore::new(pool_for_sessions),
-            Duration::from_secs(60 * 10),
-        )
-        .await;
-    });
-    let pool = pool.clone();
-    let attempts = tokio::spawn(async move {
-        let mut every = tokio::time::interval(Duration::from_secs(60 * 10));
-        loop {
-            every.tick().await;
-            if let Err(error) = engine::operators::forget_old_attempts(&pool).await {
-                tracing::warn!(%error, "old sign-in attempts could not be deleted");
-            }
-        }
-    });
-    [sessions, attempts]
-}
-
 /// The demo adds a `demo` approver and demo workflows: only to the private cluster, never to a
 /// database someone named with DATABASE_URL, which may be a team's real one.
 fn refuse_demo_on_a_named_database(args: &ServeArgs) -> anyhow::Result<()> {
@@ -139,14 +112,17 @@ async fn spawn_worker(
     let config = tuning.config();
     tracing::info!(worker = %config.name, concurrency = config.concurrency, "starting workers");
     let worker = engine::worker::Worker::new(database.pool.clone(), config, adapters);
-    Ok(tokio::spawn(worker.run(async move {
-        let _ = stopped.wait_for(|stop| *stop).await;
-    })))
+    Ok(tokio::spawn(engine::maintenance::run_worker(
+        worker,
+        async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        },
+    )))
 }
 
 /// `z29c worker`: workers only, until SIGINT or SIGTERM.
 pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
-    let upkeep = crate::metrics::spawn_upkeep();
+    let services = Services::start(crate::maintenance::of_every_process());
     let database = Database::open(&args.database).await?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let metrics = match args.metrics_addr {
@@ -160,9 +136,7 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     if let Some(metrics) = metrics {
         metrics.await.context("the metrics listener panicked")?;
     }
-    if let Some(task) = upkeep {
-        task.abort();
-    }
+    services.stop().await;
     database.close().await
 }
 
@@ -207,47 +181,49 @@ impl WorkerTuning {
     }
 }
 
-/// Publishes the outbox (woken by NOTIFY), evaluates the alert rules, and sends webhooks and
-/// notifications, each in a task of its own, until `stopped`.
-fn spawn_observer(
-    pool: &sqlx::PgPool,
-    args: &ObserverArgs,
-    stopped: tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
-    let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = stopped.wait_for(|stop| *stop).await;
-    };
+/// The services of a serving process (docs/DESIGN.md §19): the metrics upkeep, the outbox
+/// publisher, alert evaluation, webhook and notification delivery (with `--webhook`), and
+/// forgetting expired sessions and old sign-in attempts.
+fn serving(pool: &sqlx::PgPool, args: &ObserverArgs) -> anyhow::Result<Vec<Box<dyn Service>>> {
     let every = Duration::from_secs(args.observe_every_secs.max(1));
     let publisher = engine::outbox::publisher::Publisher::new(
         pool.clone(),
         engine::outbox::consumers(args.webhook.clone()),
     );
-    let mut tasks = vec![tokio::spawn(
-        publisher.run(Duration::from_secs(1), until_stopped(stopped.clone())),
-    )];
-    let rules = engine::watch::alerts::AlertRules {
-        max_unknown_age: Duration::from_secs(args.alert_unknown_age_secs),
-    };
-    tasks.push(tokio::spawn(engine::watch::alerts::evaluate_until(
-        pool.clone(),
-        rules,
-        every,
-        until_stopped(stopped.clone()),
+    let mut services = crate::maintenance::of_every_process();
+    services.push(Box::new(OutboxPublisher::new(
+        publisher,
+        Duration::from_secs(1),
     )));
+    services.push(Box::new(AlertEvaluation {
+        pool: pool.clone(),
+        rules: engine::watch::alerts::AlertRules {
+            max_unknown_age: Duration::from_secs(args.alert_unknown_age_secs),
+        },
+        every,
+    }));
     if let Some(url) = &args.webhook {
         let key = args.webhook_secret.as_deref().context(
             "--webhook needs --webhook-secret (Z29C_WEBHOOK_SIGNING_SECRET): every alert and notification is signed with it, so receivers can refuse anyone else's",
         )?;
         let receiver =
             engine::outbox::webhook::Receiver::new(url.clone(), key).map_err(anyhow::Error::msg)?;
-        tasks.push(tokio::spawn(engine::outbox::webhook::send_until(
-            pool.clone(),
+        services.push(Box::new(WebhookDelivery {
+            pool: pool.clone(),
+            receiver: receiver.clone(),
+            every,
+        }));
+        services.push(Box::new(NotificationDelivery {
+            pool: pool.clone(),
             receiver,
             every,
-            until_stopped(stopped),
-        )));
+        }));
     }
-    Ok(tasks)
+    services.push(Box::new(SignInForgetting { pool: pool.clone() }));
+    services.push(Box::new(crate::maintenance::SessionCleanup(
+        tower_sessions_sqlx_store::PostgresStore::new(pool.clone()),
+    )));
+    Ok(services)
 }
 
 #[cfg(test)]

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::PgPool;
-use sqlx::postgres::PgListener;
 
 use crate::failpoint::{self, FaultPoint};
 use crate::outbox::consumer::{Consumer, Event, take_all};
@@ -20,7 +19,7 @@ use crate::watch::latency;
 
 /// How long the publisher waits, unless notified sooner, before looking again at events held
 /// back by a transaction still running.
-const HELD_BACK: Duration = Duration::from_millis(20);
+pub(crate) const HELD_BACK: Duration = Duration::from_millis(20);
 
 /// What one [`Publisher::publish_once`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -51,6 +50,11 @@ impl Publisher {
             consumers: Arc::new(consumers),
             batch: 500,
         }
+    }
+
+    /// The database this publisher delivers from.
+    pub(crate) fn pool(&self) -> &PgPool {
+        &self.pool
     }
 
     /// One pass: unless another publisher is delivering, reads up to a batch of final events
@@ -139,52 +143,6 @@ impl Publisher {
                     return Ok(published);
                 }
                 tokio::time::sleep(HELD_BACK).await;
-            }
-        }
-    }
-
-    /// Publishes until `shutdown` resolves: woken by `NOTIFY z29c_outbox`, polling every
-    /// `poll` as the fallback (a lost notification, a listener reconnecting).
-    pub async fn run(self, poll: Duration, shutdown: impl std::future::Future<Output = ()>) {
-        tokio::pin!(shutdown);
-        let mut listener = match PgListener::connect_with(&self.pool).await {
-            Ok(mut l) => match l.listen("z29c_outbox").await {
-                Ok(()) => Some(l),
-                Err(error) => {
-                    tracing::warn!(%error, "outbox listener unavailable; polling only");
-                    None
-                }
-            },
-            Err(error) => {
-                tracing::warn!(%error, "outbox listener unavailable; polling only");
-                None
-            }
-        };
-        loop {
-            let wait = match self.publish_once().await {
-                Ok(pass) if pass.published > 0 => continue,
-                // Not final yet: its transaction, or an older one, is still running. The next
-                // commit that writes events notifies; one that writes none does not, so look
-                // again soon in any case.
-                Ok(pass) if pass.held_back => HELD_BACK,
-                Ok(_) => poll,
-                Err(error) => {
-                    tracing::warn!(%error, "outbox publication failed; retrying");
-                    poll
-                }
-            };
-            let woken = async {
-                match listener.as_mut() {
-                    Some(l) => {
-                        let _ = l.recv().await;
-                    }
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                () = &mut shutdown => return,
-                () = woken => {}
-                () = tokio::time::sleep(wait) => {}
             }
         }
     }

@@ -129,36 +129,19 @@ pub async fn deliver_webhooks(pool: &PgPool, receiver: &Receiver) -> sqlx::Resul
     Ok(delivered)
 }
 
-/// Sends what is due to `receiver` (queued alerts, then notification candidates) every
-/// `every`, until `stop` resolves: a task of its own, so a receiver that never answers holds up
-/// no alert rule.
-pub async fn send_until(
-    pool: PgPool,
-    receiver: Receiver,
-    every: Duration,
-    stop: impl std::future::Future<Output = ()>,
-) {
-    tokio::pin!(stop);
-    loop {
-        if let Err(error) = deliver_webhooks(&pool, &receiver).await {
-            tracing::warn!(%error, "the webhook queue could not be sent; it is tried again");
-        }
-        let send = |id: i64, workflow: uuid::Uuid, sentence: String| {
-            let receiver = &receiver;
-            async move {
-                let payload = serde_json::json!({ "workflow": workflow, "status": sentence });
-                receiver
-                    .post(&format!("notification-{id}"), &payload)
-                    .await
-                    .is_ok()
-            }
-        };
-        if let Err(error) = crate::outbox::projections::dispatch_notifications(&pool, send).await {
-            tracing::warn!(%error, "notification dispatch failed");
-        }
-        tokio::select! {
-            () = &mut stop => return,
-            () = tokio::time::sleep(every) => {}
-        }
-    }
+/// Sends every due notification candidate to `receiver` (its id as the idempotency key, the
+/// workflow and its status sentence as the body); returns (sent, superseded) as
+/// [`crate::outbox::projections::dispatch_notifications`] counts them.
+pub async fn deliver_notifications(
+    pool: &PgPool,
+    receiver: &Receiver,
+) -> sqlx::Result<(usize, usize)> {
+    let send = |id: i64, workflow: uuid::Uuid, sentence: String| async move {
+        let payload = serde_json::json!({ "workflow": workflow, "status": sentence });
+        receiver
+            .post(&format!("notification-{id}"), &payload)
+            .await
+            .is_ok()
+    };
+    crate::outbox::projections::dispatch_notifications(pool, send).await
 }

@@ -28,25 +28,6 @@ impl Default for AlertRules {
     }
 }
 
-/// Evaluates the rules every `every` until `stop` resolves ([`evaluate`]).
-pub async fn evaluate_until(
-    pool: PgPool,
-    rules: AlertRules,
-    every: Duration,
-    stop: impl std::future::Future<Output = ()>,
-) {
-    tokio::pin!(stop);
-    loop {
-        if let Err(error) = evaluate(&pool, &rules).await {
-            tracing::warn!(%error, "alert evaluation failed");
-        }
-        tokio::select! {
-            () = &mut stop => return,
-            () = tokio::time::sleep(every) => {}
-        }
-    }
-}
-
 /// Evaluates every rule against durable state: opens alerts whose cause appeared, resolves
 /// those whose cause is gone. Returns how many were opened.
 pub async fn evaluate(pool: &PgPool, rules: &AlertRules) -> sqlx::Result<usize> {

@@ -34,9 +34,6 @@ use crate::store::lease;
 use crate::store::step::{self, Claimed, Settle};
 use crate::store::workflow;
 
-/// How often a running worker sweeps expired leases.
-const SWEEP_EVERY: Duration = Duration::from_secs(1);
-
 pub use lookup::Hold;
 
 /// How safe retries (nothing committed, or a retryable rejection) back off, per step.
@@ -78,11 +75,12 @@ pub struct WorkerConfig {
     /// How long automatic recovery may try before a person must decide.
     pub recovery_window: Duration,
     /// How often the semantic invariants are checked, by whichever of the worker processes
-    /// sharing the database takes the turn ([`Worker::run`]).
+    /// sharing the database takes the turn (the `invariant_pass` maintenance service).
     pub invariant_interval: Duration,
-    /// How often [`Worker::run`] looks for adapters applied, changed, verified or demoted
-    /// since it loaded them, and reloads them from the database; never when `None` (a worker
-    /// given adapters of its own, as the tests and the bench do).
+    /// How often the `adapter_refresh` maintenance service looks for adapters applied,
+    /// changed, verified or demoted since they were loaded, and reloads them from the
+    /// database; never when `None` (a worker given adapters of its own, as the tests and the
+    /// bench do).
     pub adapter_refresh: Option<Duration>,
     pub retry: RetryPolicy,
 }
@@ -193,13 +191,23 @@ impl Worker {
     }
 
     /// Loads the adapters again from the database, for every clone of this worker.
-    async fn reload_adapters(&self) -> sqlx::Result<Arc<Adapters>> {
+    pub(crate) async fn reload_adapters(&self) -> sqlx::Result<Arc<Adapters>> {
         let loaded = Arc::new(Adapters::load(&self.pool).await?);
         *self
             .adapters
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = loaded.clone();
         Ok(loaded)
+    }
+
+    /// How this worker was configured.
+    pub(crate) fn config(&self) -> &WorkerConfig {
+        &self.config
+    }
+
+    /// The database this worker works on.
+    pub(crate) fn pool(&self) -> &PgPool {
+        &self.pool
     }
 
     /// The lease holder name this worker writes.
@@ -234,25 +242,16 @@ impl Worker {
         }
     }
 
-    /// Runs until `shutdown` resolves: claims a batch whenever a whole one fits in flight,
-    /// sweeps expired leases every second, checks the semantic invariants every
-    /// `invariant_interval` (when no other process did within it) in a task beside the claims,
-    /// the first time one interval after the start; on shutdown, claims no more and lets
-    /// every step in flight finish its protocol.
+    /// Runs until `shutdown` resolves: claims a batch whenever a whole one fits in flight; on
+    /// shutdown, claims no more and lets every step in flight finish its protocol. The lease
+    /// sweeper, the invariant pass and the adapter refresh run beside it as maintenance
+    /// services ([`crate::maintenance::run_worker`] runs them together).
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
         let lanes = self.start_lanes();
         let mut tasks = JoinSet::new();
         let batch = usize::try_from(self.config.batch.max(1)).unwrap_or(64);
         let capacity = batch * 2;
-        let now = tokio::time::Instant::now;
-        // The first check one interval after the start: workers started together would
-        // otherwise all read every step at once, and one of them has just checked anyway.
-        let mut next_check = now() + self.config.invariant_interval;
-        let (mut next_sweep, mut next_refresh) = (now(), now());
-        let mut adapters_seen = None;
-        // The invariant check reads every step: it runs beside the claims, never in their way.
-        let mut checking: Option<tokio::task::JoinHandle<()>> = None;
         loop {
             tokio::select! {
                 biased;
@@ -260,23 +259,6 @@ impl Worker {
                 () = std::future::ready(()) => {}
             }
             while tasks.try_join_next().is_some() {}
-            if now() >= next_check && checking.as_ref().is_none_or(|c| c.is_finished()) {
-                let worker = self.clone();
-                checking = Some(tokio::spawn(async move { worker.check_invariants().await }));
-                next_check = now() + self.config.invariant_interval;
-            }
-            if now() >= next_sweep {
-                if let Err(error) = self.sweep().await {
-                    tracing::warn!(%error, worker = %self.config.name, "sweep failed; retrying");
-                }
-                next_sweep = now() + SWEEP_EVERY;
-            }
-            if let Some(every) = self.config.adapter_refresh
-                && now() >= next_refresh
-            {
-                self.refresh_adapters(&mut adapters_seen).await;
-                next_refresh = now() + every;
-            }
             let room = capacity.saturating_sub(tasks.len());
             let claimed = if room >= batch {
                 let limit = i64::try_from(batch).unwrap_or(i64::MAX);
@@ -299,44 +281,7 @@ impl Worker {
             }
         }
         while tasks.join_next().await.is_some() {}
-        if let Some(checking) = checking {
-            let _ = checking.await;
-        }
         self.stop_lanes(lanes).await;
-    }
-
-    /// Reloads the adapters when the registry changed since `seen` (a file applied, a
-    /// version verified, a claim refuted): running workers pick them up without a restart.
-    async fn refresh_adapters(&self, seen: &mut Option<String>) {
-        let now = match crate::store::adapter::fingerprint(&self.pool).await {
-            Ok(now) => now,
-            Err(error) => return tracing::warn!(%error, "could not read the adapter registry"),
-        };
-        if seen.as_deref() == Some(now.as_str()) {
-            return;
-        }
-        match self.reload_adapters().await {
-            Ok(_) => {
-                if seen.is_some() {
-                    tracing::info!(worker = %self.config.name, "adapters changed; reloaded");
-                }
-                *seen = Some(now);
-            }
-            Err(error) => tracing::warn!(%error, "could not reload the adapters"),
-        }
-    }
-
-    async fn check_invariants(&self) {
-        let every = self.config.invariant_interval;
-        match crate::watch::invariants::check_if_due(&self.pool, every).await {
-            Ok(None) => {}
-            Ok(Some(violations)) => {
-                for v in violations {
-                    tracing::warn!(kind = %v.kind, subject = %v.subject, evidence = %v.evidence, "invariant violated");
-                }
-            }
-            Err(error) => tracing::warn!(%error, "invariant check failed"),
-        }
     }
 
     /// One pass, to completion: sweep, claim up to a batch, and run every step of it through

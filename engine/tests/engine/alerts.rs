@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use destinations::{Fault, FaultPlan, FaultRule, Kind, Match, Operation};
+use engine::maintenance::{AlertEvaluation, Services, WebhookDelivery};
 use engine::outbox::publisher::Publisher;
 use engine::outbox::webhook::Receiver;
 use sqlx::PgPool;
@@ -63,23 +64,19 @@ async fn a_webhook_receiver_that_never_answers_delays_no_alert(pool: PgPool) {
     let rules = engine::watch::alerts::AlertRules {
         max_unknown_age: Duration::ZERO,
     };
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = stopped.wait_for(|stop| *stop).await;
-    };
     let every = Duration::from_millis(50);
-    let evaluating = tokio::spawn(engine::watch::alerts::evaluate_until(
-        h.pool.clone(),
-        rules,
-        every,
-        until_stopped(stopped.clone()),
-    ));
-    let sending = tokio::spawn(engine::outbox::webhook::send_until(
-        h.pool.clone(),
-        Receiver::new(url, "whsec_test").unwrap(),
-        every,
-        until_stopped(stopped),
-    ));
+    let services = Services::start(vec![
+        Box::new(AlertEvaluation {
+            pool: h.pool.clone(),
+            rules,
+            every,
+        }),
+        Box::new(WebhookDelivery {
+            pool: h.pool.clone(),
+            receiver: Receiver::new(url, "whsec_test").unwrap(),
+            every,
+        }),
+    ]);
 
     // The first alert opens and is queued; its delivery hangs.
     unknown_delivery(&h, "first").await;
@@ -127,7 +124,5 @@ async fn a_webhook_receiver_that_never_answers_delays_no_alert(pool: PgPool) {
     let recorded = recorded.expect("the hung delivery was given up and recorded");
     assert!(recorded.contains("did not answer in time"), "{recorded}");
     assert!(!recorded.contains("s3cr3t"), "{recorded}");
-    stop.send(true).unwrap();
-    evaluating.await.unwrap();
-    sending.await.unwrap();
+    services.stop().await;
 }

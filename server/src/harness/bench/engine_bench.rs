@@ -170,15 +170,13 @@ async fn system_run(
     let before = Snapshot::take(&db.url).await?;
 
     let publishing = db.pool(4, false).await?;
-    let (stop, stopped) = tokio::sync::watch::channel(false);
     let publisher = engine::outbox::publisher::Publisher::new(
         publishing.clone(),
         engine::outbox::consumers(None),
     );
-    let publisher = tokio::spawn(publisher.run(Duration::from_millis(100), async move {
-        let mut stopped = stopped;
-        let _ = stopped.wait_for(|s| *s).await;
-    }));
+    let publisher = engine::maintenance::Services::start(vec![Box::new(
+        engine::maintenance::OutboxPublisher::new(publisher, Duration::from_millis(100)),
+    )]);
     let started = Instant::now();
     let began = chrono::Utc::now();
     fleet.go().await?;
@@ -186,8 +184,7 @@ async fn system_run(
     let elapsed = started.elapsed().as_secs_f64();
 
     fleet.stop().await?;
-    let _ = stop.send(true);
-    publisher.await?;
+    publisher.stop().await;
     publishing.close().await;
     watch.close().await?;
     // Exiting backends publish their counts; give them a moment.

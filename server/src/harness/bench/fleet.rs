@@ -78,7 +78,7 @@ pub async fn engine_worker(args: EngineWorkerArgs) -> anyhow::Result<()> {
     println!("ready");
     // The start signal: a line on standard input.
     tokio::task::spawn_blocking(|| std::io::stdin().read_line(&mut String::new())).await??;
-    worker.run(crate::shutdown::signal()).await;
+    engine::maintenance::run_worker(worker, crate::shutdown::signal()).await;
     pool.close().await;
     Ok(())
 }

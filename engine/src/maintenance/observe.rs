@@ -1,0 +1,187 @@
+//! The services of a serving process (docs/DESIGN.md §10, §11, §19): the outbox publisher,
+//! alert evaluation, webhook and notification delivery, and forgetting old sign-in attempts.
+//! Each runs in a task of its own, so a receiver that never answers holds up no alert rule and
+//! no publication.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::PgListener;
+
+use super::{Failure, Pace, Service};
+use crate::adapter::BoxFuture;
+use crate::outbox::publisher::{HELD_BACK, Publisher};
+use crate::outbox::webhook::{self, Receiver};
+use crate::watch::alerts::{self, AlertRules};
+
+/// `outbox_publisher`: publishes the outbox, woken by `NOTIFY z29c_outbox`, looking again every
+/// `poll` in any case (a lost notification, a listener reconnecting).
+pub struct OutboxPublisher {
+    publisher: Publisher,
+    poll: Duration,
+    /// `None` until the first turn connects it, and again after a connection failed.
+    listener: Option<PgListener>,
+    listening: bool,
+}
+
+impl OutboxPublisher {
+    pub fn new(publisher: Publisher, poll: Duration) -> Self {
+        Self {
+            publisher,
+            poll,
+            listener: None,
+            listening: false,
+        }
+    }
+
+    async fn listen(&mut self) {
+        if self.listening {
+            return;
+        }
+        self.listening = true;
+        let connected = async {
+            let mut listener = PgListener::connect_with(self.publisher.pool()).await?;
+            listener.listen("z29c_outbox").await?;
+            Ok::<_, sqlx::Error>(listener)
+        };
+        match connected.await {
+            Ok(listener) => self.listener = Some(listener),
+            Err(error) => tracing::warn!(%error, "outbox listener unavailable; polling only"),
+        }
+    }
+}
+
+impl Service for OutboxPublisher {
+    fn name(&self) -> &'static str {
+        "outbox_publisher"
+    }
+
+    fn every(&self) -> Duration {
+        self.poll
+    }
+
+    fn turn(&mut self) -> BoxFuture<'_, Result<Pace, Failure>> {
+        Box::pin(async move {
+            self.listen().await;
+            let pass = self.publisher.publish_once().await?;
+            Ok(if pass.published > 0 {
+                Pace::Again
+            } else if pass.held_back {
+                // Not final yet: its transaction, or an older one, is still running. The next
+                // commit that writes events notifies; one that writes none does not, so look
+                // again soon in any case.
+                Pace::After(HELD_BACK)
+            } else {
+                Pace::Interval
+            })
+        })
+    }
+
+    fn woken(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            match self.listener.as_mut() {
+                Some(listener) => {
+                    let _ = listener.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        })
+    }
+}
+
+/// `alert_evaluation`: opens alerts whose cause appeared and resolves those whose cause is gone
+/// ([`alerts::evaluate`]).
+pub struct AlertEvaluation {
+    pub pool: PgPool,
+    pub rules: AlertRules,
+    pub every: Duration,
+}
+
+impl Service for AlertEvaluation {
+    fn name(&self) -> &'static str {
+        "alert_evaluation"
+    }
+
+    fn every(&self) -> Duration {
+        self.every
+    }
+
+    fn turn(&mut self) -> BoxFuture<'_, Result<Pace, Failure>> {
+        Box::pin(async move {
+            alerts::evaluate(&self.pool, &self.rules).await?;
+            Ok(Pace::Interval)
+        })
+    }
+}
+
+/// `webhook_delivery`: posts the queued alerts to the receiver ([`webhook::deliver_webhooks`]).
+pub struct WebhookDelivery {
+    pub pool: PgPool,
+    pub receiver: Receiver,
+    pub every: Duration,
+}
+
+impl Service for WebhookDelivery {
+    fn name(&self) -> &'static str {
+        "webhook_delivery"
+    }
+
+    fn every(&self) -> Duration {
+        self.every
+    }
+
+    fn turn(&mut self) -> BoxFuture<'_, Result<Pace, Failure>> {
+        Box::pin(async move {
+            webhook::deliver_webhooks(&self.pool, &self.receiver).await?;
+            Ok(Pace::Interval)
+        })
+    }
+}
+
+/// `notification_delivery`: sends the due notification candidates to the receiver
+/// ([`webhook::deliver_notifications`]).
+pub struct NotificationDelivery {
+    pub pool: PgPool,
+    pub receiver: Receiver,
+    pub every: Duration,
+}
+
+impl Service for NotificationDelivery {
+    fn name(&self) -> &'static str {
+        "notification_delivery"
+    }
+
+    fn every(&self) -> Duration {
+        self.every
+    }
+
+    fn turn(&mut self) -> BoxFuture<'_, Result<Pace, Failure>> {
+        Box::pin(async move {
+            webhook::deliver_notifications(&self.pool, &self.receiver).await?;
+            Ok(Pace::Interval)
+        })
+    }
+}
+
+/// `sign_in_forgetting`: deletes the sign-in attempts throttling no longer counts and the old
+/// failure counts ([`crate::operators::forget_old_attempts`]).
+pub struct SignInForgetting {
+    pub pool: PgPool,
+}
+
+impl Service for SignInForgetting {
+    fn name(&self) -> &'static str {
+        "sign_in_forgetting"
+    }
+
+    fn every(&self) -> Duration {
+        Duration::from_secs(10 * 60)
+    }
+
+    fn turn(&mut self) -> BoxFuture<'_, Result<Pace, Failure>> {
+        Box::pin(async move {
+            crate::operators::forget_old_attempts(&self.pool).await?;
+            Ok(Pace::Interval)
+        })
+    }
+}
