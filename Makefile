@@ -74,6 +74,7 @@ bench-console:
 lint:
 	cargo fmt --all -- --check
 	scripts/check-layout.py
+	scripts/check-layout-test.py
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy -p app --no-default-features --features hydrate --target wasm32-unknown-unknown -- -D warnings
 

@@ -2,12 +2,16 @@
 """The layout's promises, checked from the source (`make lint` runs this):
 
 - no import circle between the modules of a crate (a module may use its ancestors: `super::`
-  is containment, not a circle);
-- no source file over 500 lines and no function over 80 lines outside tests, except the
-  Leptos components listed in VIEW_EXCEPTIONS (their bodies are one `view!` template);
-- every `sqlx::query` of the engine under engine/src/store/ or engine/src/read/.
+  is containment, not a circle), nor between its top-level folders (`store` using `definition`
+  while `definition` uses `store` is a circle even when no two files form one);
+- no source file over 500 lines, no test file (under `<crate>/tests/`) over 800, and no
+  function over 80 lines outside tests, except the Leptos components listed in VIEW_EXCEPTIONS
+  (their bodies are one `view!` template);
+- every `sqlx::query` and `sqlx::raw_sql` of the engine under engine/src/store/ or
+  engine/src/read/ (or engine/src/embedded_pg/, which administers the private cluster).
 
-Prints each breach and exits 1 if there is one.
+`scripts/check-layout.py [ROOT]` checks the tree at ROOT (this repository by default); prints
+each breach and exits 1 if there is one. `scripts/check-layout-test.py` proves each rule fails.
 """
 
 import re
@@ -16,6 +20,7 @@ from pathlib import Path
 
 CRATES = ["engine", "app", "server", "destinations"]
 MAX_FILE_LINES = 500
+MAX_TEST_FILE_LINES = 800
 MAX_FN_LINES = 80
 # Components whose body is a single `view!` template: splitting them would scatter one page.
 VIEW_EXCEPTIONS = {
@@ -24,7 +29,8 @@ VIEW_EXCEPTIONS = {
     "app/src/review/components.rs:Queue",
     "app/src/steps/components.rs:Evidence",
 }
-SQL_HOMES = ("engine/src/store/", "engine/src/read/")
+SQL_HOMES = ("engine/src/store/", "engine/src/read/", "engine/src/embedded_pg/")
+SQL = re.compile(r"\bsqlx::(?:query|raw_sql)")
 
 FN = re.compile(r"^(\s*)(?:pub(?:\([a-z]+\))? )?(?:async )?(?:const )?fn (\w+)")
 PATH = re.compile(r"\b(crate|super)((?:::\w+)+)")
@@ -120,29 +126,54 @@ def long_functions(path: Path, lines: list) -> list:
     return found
 
 
-def main() -> int:
-    root = Path(__file__).resolve().parent.parent
+def folders(graph: dict) -> dict:
+    """The graph of a crate's top-level folders (and root files): an edge wherever one of its
+    modules uses a module of another."""
+    tops = {}
+    for module, targets in graph.items():
+        edges = tops.setdefault(module[:1], set())
+        edges.update(t[:1] for t in targets if t[:1] and t[:1] != module[:1])
+    for edges in list(tops.values()):
+        for t in edges:
+            tops.setdefault(t, set())
+    return tops
+
+
+def check_crate(root: Path, crate: str) -> list:
     breaches = []
-    for crate in CRATES:
-        src = root / crate / "src"
-        files = sorted(src.rglob("*.rs"))
-        modules = {module_of(src, f): f for f in files}
-        graph = {}
-        for module, file in modules.items():
+    src = root / crate / "src"
+    files = sorted(src.rglob("*.rs"))
+    modules = {module_of(src, f): f for f in files}
+    graph = {}
+    for module, file in modules.items():
+        rel = file.relative_to(root)
+        text = file.read_text()
+        lines = text.split("\n")
+        if len(lines) > MAX_FILE_LINES:
+            breaches.append(f"{rel}: {len(lines)} lines (at most {MAX_FILE_LINES})")
+        breaches += long_functions(rel, lines)
+        if crate == "engine" and SQL.search(text) and not str(rel).startswith(SQL_HOMES):
+            breaches.append(f"{rel}: SQL outside engine/src/store, read and embedded_pg")
+        targets = referenced(module, code_of(text), set(modules))
+        # A module may use its ancestors (and itself): that is containment, not a circle.
+        graph[module] = {t for t in targets if t != module[: len(t)]}
+    for circle in circles(graph):
+        names = ", ".join("::".join(m) or "crate" for m in circle)
+        breaches.append(f"{crate}: import circle between {names}")
+    for circle in circles(folders(graph)):
+        names = ", ".join("::".join(m) for m in circle)
+        breaches.append(f"{crate}: import circle between the folders {names}")
+    for file in sorted((root / crate / "tests").rglob("*.rs")):
+        length = len(file.read_text().split("\n"))
+        if length > MAX_TEST_FILE_LINES:
             rel = file.relative_to(root)
-            text = file.read_text()
-            lines = text.split("\n")
-            if len(lines) > MAX_FILE_LINES:
-                breaches.append(f"{rel}: {len(lines)} lines (at most {MAX_FILE_LINES})")
-            breaches += long_functions(rel, lines)
-            if "sqlx::query" in text and crate == "engine" and not str(rel).startswith(SQL_HOMES):
-                breaches.append(f"{rel}: SQL outside engine/src/store and engine/src/read")
-            targets = referenced(module, code_of(text), set(modules))
-            # A module may use its ancestors (and itself): that is containment, not a circle.
-            graph[module] = {t for t in targets if t != module[: len(t)]}
-        for circle in circles(graph):
-            names = ", ".join("::".join(m) or "crate" for m in circle)
-            breaches.append(f"{crate}: import circle between {names}")
+            breaches.append(f"{rel}: {length} lines (a test file has at most {MAX_TEST_FILE_LINES})")
+    return breaches
+
+
+def main() -> int:
+    root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent
+    breaches = [b for crate in CRATES if (root / crate / "src").is_dir() for b in check_crate(root, crate)]
     for breach in breaches:
         print(breach)
     return 1 if breaches else 0

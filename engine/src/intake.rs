@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::definition::{Catalog, CatalogError, Definition, InputError, StepKind};
+use crate::definition::{Catalog, CatalogError, Definition, InputError};
+use crate::domain::StepKind;
 use crate::domain::words::{DuplicateStatus, status_sentence};
 use crate::domain::{EventKind, InputDigest, StepState, WorkflowFacts, WorkflowState, event};
 use crate::store::journal::{self, Actor, AuditEntry};
@@ -188,7 +189,7 @@ fn refuse_unstorable(new: &NewWorkflow) -> Result<(), StartError> {
         return Err(StartError::BadCreationKey);
     }
     // No definition is named so: answered without asking the database (which stores no NUL).
-    if !crate::definition::is_name(&new.definition) {
+    if !crate::domain::names::is_name(&new.definition) {
         return Err(
             InputError::UnknownDefinition(crate::domain::words::displayable(&new.definition))
                 .into(),
@@ -253,7 +254,7 @@ fn refuse_outside(
     match adapters.iter().flat_map(|(_, a)| a).find(|a| {
         !limit
             .iter()
-            .any(|p| crate::definition::adapter_matches(p, a))
+            .any(|p| crate::domain::names::adapter_matches(p, a))
     }) {
         None => Ok(()),
         Some(outside) => Err(StartError::AdapterNotAllowed {

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use engine::definition::{Applied, Definition, StepKind};
+use engine::definition::{Applied, Definition};
+use engine::domain::StepKind;
 use engine::domain::{InputDigest, RequestKey, StepKey};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -155,7 +156,7 @@ pub(crate) fn cli_user() -> String {
 /// `z29c adapter list`.
 pub(crate) async fn list_adapters(json: bool, database: &DatabaseArgs) -> anyhow::Result<()> {
     let db = Database::open(database).await?;
-    let rows = engine::store::adapter::all(&db.pool).await?;
+    let rows = engine::adapter::apply::registered(&db.pool).await?;
     db.close().await?;
     for a in rows {
         let trust = match (a.may_send(), &a.demoted_reason) {

@@ -81,20 +81,6 @@ fn own_variables() -> Vec<String> {
     found.into_iter().collect()
 }
 
-/// The environment a process this one starts (a worker, a destination) needs to run under
-/// the same policy: its flags travel as variables, as `ps` would show arguments to anyone.
-pub fn inherited(command: &mut tokio::process::Command) {
-    let policy = engine::adapter::policy::current();
-    if let Egress::Only(entries) = &policy.egress {
-        let list: Vec<String> = entries.iter().map(ToString::to_string).collect();
-        command.env("Z29C_EGRESS_ALLOW", list.join(","));
-    }
-    if let Some(dir) = &policy.secrets_dir {
-        command.env("Z29C_SECRETS_DIR", dir);
-    }
-    command.env("Z29C_SECRET_ENV_PREFIX", &policy.env_prefix);
-}
-
 #[cfg(test)]
 mod tests {
     use clap::Parser;

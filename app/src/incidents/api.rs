@@ -28,7 +28,7 @@ pub async fn incident_detail(id: String) -> Result<IncidentView, ConsoleError> {
     let time = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%d %H:%M:%S UTC").to_string();
     Ok(IncidentView {
         id: i.id.to_string(),
-        kind: i.kind.replace('_', " "),
+        kind: i.kind.words().to_owned(),
         opened_at: time(i.opened_at),
         step_id: i.step_id.to_string(),
         workflow_id: i.workflow_id.to_string(),

@@ -212,7 +212,7 @@ fn incident_item(
         incident_id: i.incident_id.to_string(),
         workflow_id: i.workflow_id.to_string(),
         creation_key: i.creation_key,
-        kind: i.kind.replace('_', " "),
+        kind: i.kind.words().to_owned(),
         open_secs: (now - i.opened_at).num_seconds(),
         references: i.references,
     }

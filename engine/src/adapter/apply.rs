@@ -21,6 +21,23 @@ pub enum AdapterApplyError {
     Sqlx(#[from] sqlx::Error),
 }
 
+/// Every registered adapter ([`store::all`]), its `base_url` as its file wrote it: a version
+/// stored before references were kept as written holds what its variable held, so what is
+/// shown is read from its file again.
+pub async fn registered(pool: &PgPool) -> sqlx::Result<Vec<store::AdapterRow>> {
+    let mut rows = store::all(pool).await?;
+    for row in &mut rows {
+        if let Some(spec) = row
+            .source
+            .as_deref()
+            .and_then(|s| AdapterSpec::parse(s).ok())
+        {
+            row.base_url = spec.base_url.as_written();
+        }
+    }
+    Ok(rows)
+}
+
 /// Parses, checks and builds the adapter `source` describes (its secrets must be set here).
 pub fn build(source: &str) -> Result<DataAdapter, FileError> {
     let spec = check(source)?;

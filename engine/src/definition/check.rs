@@ -5,8 +5,10 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
+use super::StepSpec;
 use super::file::{DefinitionFile, ExternalFile, StepFile};
-use super::{StepKind, StepSpec};
+use crate::domain::StepKind;
+use crate::domain::names::{adapter_matches, is_adapter_pattern};
 use crate::file_error::FileError;
 use crate::template::{self, TemplateError};
 
@@ -133,13 +135,13 @@ fn check_adapter_list(external: &ExternalFile) -> Result<(), String> {
     if list.is_empty() {
         return Err("`adapters` is empty: list the adapters `adapter` may choose".to_owned());
     }
-    if let Some(bad) = list.iter().find(|p| !super::is_adapter_pattern(p)) {
+    if let Some(bad) = list.iter().find(|p| !is_adapter_pattern(p)) {
         return Err(format!(
             "`adapters` lists `{bad}`, which is neither an adapter name nor a pattern with one `*`"
         ));
     }
     let named = external.adapter.trim();
-    if !is_template(named) && !list.iter().any(|p| super::adapter_matches(p, named)) {
+    if !is_template(named) && !list.iter().any(|p| adapter_matches(p, named)) {
         return Err(format!(
             "names adapter `{named}`, which its own `adapters` list leaves out"
         ));

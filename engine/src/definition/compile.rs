@@ -7,8 +7,10 @@ use serde_json::{Value, json};
 
 use super::check::{check_name, check_reads, check_step, is_template, template_error};
 use super::file::{DefinitionFile, ExternalFile, StepFile};
-use super::{InputError, StepKind, StepSpec};
+use super::{InputError, StepSpec};
 use crate::domain::InputDigest;
+use crate::domain::StepKind;
+use crate::domain::names::adapter_matches;
 use crate::domain::words::StepWords;
 use crate::file_error::FileError;
 use crate::template::{self, TemplateError};
@@ -242,7 +244,7 @@ impl Definition {
                 self.name(),
                 self.version()
             ))),
-            Some(list) if list.iter().any(|p| super::adapter_matches(p, &chosen)) => Ok(chosen),
+            Some(list) if list.iter().any(|p| adapter_matches(p, &chosen)) => Ok(chosen),
             Some(list) => Err(InputError::Invalid(format!(
                 "step `{logical}` may call only {}; the input chose `{chosen}`",
                 list.iter()

@@ -6,6 +6,11 @@ use serde::{Deserialize, Serialize};
 
 /// What an incident is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "runtime", derive(sqlx::Type))]
+#[cfg_attr(
+    feature = "runtime",
+    sqlx(type_name = "incident_kind", rename_all = "snake_case")
+)]
 #[serde(rename_all = "snake_case")]
 pub enum IncidentKind {
     /// Two (or more) accepted external references for one one-effect step.
@@ -20,6 +25,14 @@ impl IncidentKind {
         match self {
             IncidentKind::DuplicateEffect => "duplicate_effect",
             IncidentKind::DigestConflict => "digest_conflict",
+        }
+    }
+
+    /// The kind in words, as pages and the command line show it.
+    pub fn words(self) -> &'static str {
+        match self {
+            IncidentKind::DuplicateEffect => "duplicate effect",
+            IncidentKind::DigestConflict => "digest conflict",
         }
     }
 }

@@ -9,10 +9,12 @@ pub mod event;
 pub mod identity;
 pub mod incident;
 pub mod lookup;
+pub mod names;
 pub mod outcome;
 pub mod receipt;
 pub mod recovery;
 mod state;
+mod step_kind;
 pub mod trust;
 pub mod words;
 
@@ -30,4 +32,5 @@ pub use recovery::{
     LookupAnswer, RecoveryDecision, ReviewReason, UnknownOutcomeFacts, decide_after_unknown,
 };
 pub use state::{StepState, WorkflowFacts, WorkflowState};
+pub use step_kind::StepKind;
 pub use trust::{Claim, Operation, Trust, trusted_contract};

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::domain::{SideEffectContract, StepState};
+use crate::domain::{IncidentKind, SideEffectContract, StepState};
 
 /// One external reference an incident concerns, with what was observed about it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,7 +33,7 @@ pub struct Resolution {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IncidentDetail {
     pub id: Uuid,
-    pub kind: String,
+    pub kind: IncidentKind,
     pub opened_at: DateTime<Utc>,
     pub step_id: Uuid,
     pub workflow_id: Uuid,
@@ -52,7 +52,7 @@ pub struct IncidentDetail {
 /// The incident `id`, or `None`.
 pub async fn incident(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<IncidentDetail>> {
     let Some(i) = sqlx::query!(
-        r#"select i.id, i.kind::text as "kind!", i.opened_at as "opened_at: DateTime<Utc>", i.step_id,
+        r#"select i.id, i.kind as "kind: IncidentKind", i.opened_at as "opened_at: DateTime<Utc>", i.step_id,
                   s.workflow_id, w.creation_key, s.logical, s.adapter, s.request_key,
                   a.contract as "contract?", rc.external_reference as "receipt_reference?",
                   i.canonical_reference, i.disposition::text as disposition, i.resolved_by,

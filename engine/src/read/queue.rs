@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::domain::{SideEffectContract, StepState};
+use crate::domain::{IncidentKind, SideEffectContract, StepState};
 
 /// One step in the queue.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,7 +36,7 @@ pub struct IncidentRow {
     pub step_id: Uuid,
     pub workflow_id: Uuid,
     pub creation_key: String,
-    pub kind: String,
+    pub kind: IncidentKind,
     pub opened_at: DateTime<Utc>,
     pub references: Vec<String>,
 }
@@ -207,7 +207,7 @@ pub async fn open_incidents(
     creation_key_prefix: Option<&str>,
 ) -> sqlx::Result<Vec<IncidentRow>> {
     let rows = sqlx::query!(
-        r#"select i.id, i.step_id, s.workflow_id, w.creation_key, i.kind::text as "kind!",
+        r#"select i.id, i.step_id, s.workflow_id, w.creation_key, i.kind as "kind: IncidentKind",
                   i.opened_at as "opened_at: DateTime<Utc>",
                   coalesce(array_agg(r.external_reference order by r.observed_at)
                            filter (where r.external_reference is not null), '{}') as "references!"

@@ -7,7 +7,8 @@ use serde_json::{Value, json};
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use crate::definition::{Catalog, CatalogError, StepKind};
+use crate::definition::{Catalog, CatalogError};
+use crate::domain::StepKind;
 use crate::domain::{EventKind, InputDigest, RequestKey, StepKey, StepState};
 use crate::store::action::{self, StepFacts};
 use crate::store::journal::{self, Actor, AuditEntry};

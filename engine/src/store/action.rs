@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use crate::definition::StepKind;
+use crate::domain::StepKind;
 use crate::domain::{LookupAnswer, SideEffectContract, StepState};
 
 /// A step row locked for an action, with the facts the decision table reads.

@@ -94,7 +94,8 @@ pub async fn upsert(
     Ok(version)
 }
 
-/// Every registered adapter, with the claims of its current version that were verified.
+/// Every registered adapter, with the claims of its current version that were verified, its
+/// `base_url` as stored ([`crate::adapter::apply::registered`] shows it as written).
 pub async fn all<'e, E>(executor: E) -> sqlx::Result<Vec<AdapterRow>>
 where
     E: Executor<'e, Database = Postgres>,
@@ -111,16 +112,9 @@ where
     .await?;
     rows.into_iter()
         .map(|r| {
-            // A version stored before references were kept as written holds what its
-            // variable held: what is shown is read from its file again.
-            let base_url = r
-                .source
-                .as_deref()
-                .and_then(|source| crate::adapter::AdapterSpec::parse(source).ok())
-                .map_or(r.base_url, |spec| spec.base_url.as_written());
             Ok(AdapterRow {
                 name: r.name,
-                base_url,
+                base_url: r.base_url,
                 contract: serde_json::from_value(r.contract)
                     .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
                 contract_version: r.contract_version,

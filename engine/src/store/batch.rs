@@ -9,7 +9,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::step::Claimed;
-use crate::definition::StepKind;
+use crate::domain::StepKind;
 use crate::domain::StepState;
 
 /// A due step, locked for this transaction, with its dependencies' facts.

@@ -15,12 +15,12 @@ async fn open_incident(
     kind: IncidentKind,
 ) -> sqlx::Result<Uuid> {
     let opened = sqlx::query!(
-        r#"insert into integrity_incident (id, step_id, kind) values ($1, $2, $3::text::incident_kind)
+        r#"insert into integrity_incident (id, step_id, kind) values ($1, $2, $3)
            on conflict (step_id, kind) where resolved_at is null do nothing
            returning id"#,
         Uuid::now_v7(),
         step,
-        kind.as_str(),
+        kind as IncidentKind,
     )
     .fetch_optional(&mut *conn)
     .await?;
@@ -45,9 +45,9 @@ async fn open_incident(
     }
     sqlx::query_scalar!(
         r#"select id from integrity_incident
-           where step_id = $1 and kind = $2::text::incident_kind and resolved_at is null"#,
+           where step_id = $1 and kind = $2 and resolved_at is null"#,
         step,
-        kind.as_str(),
+        kind as IncidentKind,
     )
     .fetch_one(conn)
     .await

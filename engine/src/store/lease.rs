@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::guard::{GuardedError, guard};
 use super::step::Claimed;
-use crate::definition::StepKind;
+use crate::domain::StepKind;
 use crate::domain::{StepState, TransportObservation};
 
 /// Leases one step for an operator's lookup, whatever its state, unless someone holds it.

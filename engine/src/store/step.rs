@@ -7,7 +7,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::guard::{GuardedError, guard};
-use crate::definition::StepKind;
+use crate::domain::StepKind;
 use crate::domain::{RequestKey, StepKey, StepState};
 
 /// A step about to be inserted with its workflow.

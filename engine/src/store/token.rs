@@ -113,7 +113,7 @@ pub async fn create(
     if let Some(adapters) = new.adapters {
         match adapters
             .iter()
-            .find(|p| !crate::definition::is_adapter_pattern(p))
+            .find(|p| !crate::domain::names::is_adapter_pattern(p))
         {
             Some(bad) => return Err(TokenError::BadAdapterPattern(bad.clone())),
             None if adapters.is_empty() => return Err(TokenError::NoAdapters),

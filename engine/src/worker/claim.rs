@@ -14,7 +14,7 @@ use super::work::{Call, Work};
 use super::{Worker, WorkerError, adapter_for, definition_of, request_key};
 use crate::adapter::Adapter;
 use crate::adapter::registry::Adapters;
-use crate::definition::StepKind;
+use crate::domain::StepKind;
 use crate::domain::{EventKind, StepState, TransportObservation, UnknownOutcomePolicy};
 use crate::store::attempt::{self, Authority};
 use crate::store::batch::{self, Taken, Taking};

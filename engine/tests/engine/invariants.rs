@@ -83,7 +83,9 @@ async fn check_fails_only_for_a_violation_no_incident_records(pool: PgPool) {
     deliver.rogue_attempt(2, "succeeded").await;
     let found = engine::watch::invariants::check(&pool).await.unwrap();
     assert!(!found.is_empty());
-    let seen = engine::watch::invariants::seen(&pool, &found).await.unwrap();
+    let seen = engine::watch::invariants::seen(&pool, &found)
+        .await
+        .unwrap();
     assert_eq!(seen, vec![], "nobody has seen the rogue retry yet");
 
     let mut tx = pool.begin().await.unwrap();
@@ -92,8 +94,13 @@ async fn check_fails_only_for_a_violation_no_incident_records(pool: PgPool) {
         .unwrap();
     tx.commit().await.unwrap();
     let found = engine::watch::invariants::check(&pool).await.unwrap();
-    let seen = engine::watch::invariants::seen(&pool, &found).await.unwrap();
-    assert_eq!(seen, found, "an incident records every violation of its step");
+    let seen = engine::watch::invariants::seen(&pool, &found)
+        .await
+        .unwrap();
+    assert_eq!(
+        seen, found,
+        "an incident records every violation of its step"
+    );
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]

@@ -221,7 +221,7 @@ pub(super) async fn list_adapters(
     State(pool): State<PgPool>,
 ) -> Result<Json<Vec<AdapterBody>>, ApiError> {
     super::ops::unscoped(&client, "read configuration")?;
-    let rows = engine::store::adapter::all(&pool).await?;
+    let rows = engine::adapter::apply::registered(&pool).await?;
     let mut listed = Vec::with_capacity(rows.len());
     for a in rows {
         let claims = engine::store::adapter::claims(&pool, &a.name).await?;

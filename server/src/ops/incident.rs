@@ -82,7 +82,7 @@ fn write_incident(io: &mut Io<'_>, i: &IncidentDetail) -> std::io::Result<()> {
         io.out,
         &[
             ("incident", i.id.to_string()),
-            ("kind", i.kind.replace('_', " ")),
+            ("kind", i.kind.words().to_owned()),
             ("opened", print::time(i.opened_at)),
             ("step", format!("{} ({})", i.step_id, i.logical)),
             (

@@ -144,7 +144,7 @@ fn write_incidents(io: &mut Io<'_>, incidents: &[IncidentRow]) -> std::io::Resul
     for i in incidents {
         table.row(vec![
             i.incident_id.to_string(),
-            i.kind.clone(),
+            i.kind.as_str().to_owned(),
             print::age(i.opened_at, now),
             i.creation_key.clone(),
             i.references.join(", "),

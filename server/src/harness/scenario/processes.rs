@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use destinations::RunningDestination;
+use engine::adapter::policy::Egress;
 use sqlx::PgPool;
 
 /// Runs a PostgreSQL client program to completion.
@@ -58,7 +59,7 @@ pub(super) fn worker_command(
         .env_remove("Z29C_FAILPOINT")
         .kill_on_drop(true);
     // The harness's destinations are on loopback, its secret files in the temporary directory.
-    crate::policy::inherited(&mut command);
+    inherited(&mut command);
     if let Some(point) = failpoint {
         command.env("Z29C_FAILPOINT", point);
     }
@@ -169,4 +170,18 @@ pub(super) async fn settled(pool: &PgPool) -> anyhow::Result<bool> {
     .fetch_one(pool)
     .await?;
     Ok(busy == 0)
+}
+
+/// The environment a process this one starts (a worker, a destination) needs to run under
+/// the same policy: its flags travel as variables, as `ps` would show arguments to anyone.
+fn inherited(command: &mut tokio::process::Command) {
+    let policy = engine::adapter::policy::current();
+    if let Egress::Only(entries) = &policy.egress {
+        let list: Vec<String> = entries.iter().map(ToString::to_string).collect();
+        command.env("Z29C_EGRESS_ALLOW", list.join(","));
+    }
+    if let Some(dir) = &policy.secrets_dir {
+        command.env("Z29C_SECRETS_DIR", dir);
+    }
+    command.env("Z29C_SECRET_ENV_PREFIX", &policy.env_prefix);
 }
