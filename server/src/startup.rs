@@ -4,10 +4,7 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use engine::maintenance::{
-    AlertEvaluation, NotificationDelivery, OutboxPublisher, Service, Services, SignInForgetting,
-    WebhookDelivery,
-};
+use engine::maintenance::{OutboxPublisher, Service, Services};
 
 use crate::cli::{ObserverArgs, ServeArgs, WorkerArgs, WorkerTuning};
 use crate::database::Database;
@@ -195,32 +192,35 @@ fn serving(pool: &sqlx::PgPool, args: &ObserverArgs) -> anyhow::Result<Vec<Box<d
         publisher,
         Duration::from_secs(1),
     )));
-    services.push(Box::new(AlertEvaluation {
-        pool: pool.clone(),
-        rules: engine::watch::alerts::AlertRules {
-            max_unknown_age: Duration::from_secs(args.alert_unknown_age_secs),
-        },
+    let rules = engine::watch::alerts::AlertRules {
+        max_unknown_age: Duration::from_secs(args.alert_unknown_age_secs),
+    };
+    services.push(Box::new(engine::maintenance::alert_evaluation(
+        pool.clone(),
+        rules,
         every,
-    }));
+    )));
     if let Some(url) = &args.webhook {
         let key = args.webhook_secret.as_deref().context(
             "--webhook needs --webhook-secret (Z29C_WEBHOOK_SIGNING_SECRET): every alert and notification is signed with it, so receivers can refuse anyone else's",
         )?;
         let receiver =
             engine::outbox::webhook::Receiver::new(url.clone(), key).map_err(anyhow::Error::msg)?;
-        services.push(Box::new(WebhookDelivery {
-            pool: pool.clone(),
-            receiver: receiver.clone(),
+        services.push(Box::new(engine::maintenance::webhook_delivery(
+            pool.clone(),
+            receiver.clone(),
             every,
-        }));
-        services.push(Box::new(NotificationDelivery {
-            pool: pool.clone(),
+        )));
+        services.push(Box::new(engine::maintenance::notification_delivery(
+            pool.clone(),
             receiver,
             every,
-        }));
+        )));
     }
-    services.push(Box::new(SignInForgetting { pool: pool.clone() }));
-    services.push(Box::new(crate::maintenance::SessionCleanup(
+    services.push(Box::new(engine::maintenance::sign_in_forgetting(
+        pool.clone(),
+    )));
+    services.push(Box::new(crate::maintenance::session_cleanup(
         tower_sessions_sqlx_store::PostgresStore::new(pool.clone()),
     )));
     Ok(services)

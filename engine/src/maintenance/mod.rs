@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 use crate::adapter::BoxFuture;
 
 pub use observe::{
-    AlertEvaluation, NotificationDelivery, OutboxPublisher, SignInForgetting, WebhookDelivery,
+    OutboxPublisher, alert_evaluation, notification_delivery, sign_in_forgetting, webhook_delivery,
 };
 pub use worker::{for_worker, run_worker};
 
@@ -58,6 +58,61 @@ pub trait Service: Send + 'static {
     /// Resolves when the service has reason to turn before its pace says (a NOTIFY, say).
     fn woken(&mut self) -> BoxFuture<'_, ()> {
         Box::pin(std::future::pending())
+    }
+}
+
+/// One job of a [`Periodic`] service: each call starts a turn.
+pub trait Job: FnMut() -> BoxFuture<'static, Result<(), Failure>> + Send + 'static {}
+
+impl<F> Job for F where F: FnMut() -> BoxFuture<'static, Result<(), Failure>> + Send + 'static {}
+
+/// A service that runs one job at a fixed interval and keeps no state between turns.
+pub struct Periodic<J> {
+    name: &'static str,
+    every: Duration,
+    first_after: Duration,
+    job: J,
+}
+
+impl<J: Job> Periodic<J> {
+    /// `job` every `every`, the first time at once.
+    pub fn new(name: &'static str, every: Duration, job: J) -> Self {
+        Self {
+            name,
+            every,
+            first_after: Duration::ZERO,
+            job,
+        }
+    }
+
+    /// The same service, its first turn `after` the start.
+    pub fn starting_after(self, after: Duration) -> Self {
+        Self {
+            first_after: after,
+            ..self
+        }
+    }
+}
+
+impl<J: Job> Service for Periodic<J> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn every(&self) -> Duration {
+        self.every
+    }
+
+    fn first_after(&self) -> Duration {
+        self.first_after
+    }
+
+    fn turn(&mut self) -> BoxFuture<'_, Result<Pace, Failure>> {
+        let job = (self.job)();
+        Box::pin(async move {
+            job.await?;
+            Ok(Pace::Interval)
+        })
     }
 }
 

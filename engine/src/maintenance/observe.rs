@@ -8,7 +8,7 @@ use std::time::Duration;
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 
-use super::{Failure, Pace, Service};
+use super::{Failure, Pace, Periodic, Service};
 use crate::adapter::BoxFuture;
 use crate::outbox::publisher::{HELD_BACK, Publisher};
 use crate::outbox::webhook::{self, Receiver};
@@ -91,97 +91,64 @@ impl Service for OutboxPublisher {
 
 /// `alert_evaluation`: opens alerts whose cause appeared and resolves those whose cause is gone
 /// ([`alerts::evaluate`]).
-pub struct AlertEvaluation {
-    pub pool: PgPool,
-    pub rules: AlertRules,
-    pub every: Duration,
-}
-
-impl Service for AlertEvaluation {
-    fn name(&self) -> &'static str {
-        "alert_evaluation"
-    }
-
-    fn every(&self) -> Duration {
-        self.every
-    }
-
-    fn turn(&mut self) -> BoxFuture<'_, Result<Pace, Failure>> {
-        Box::pin(async move {
-            alerts::evaluate(&self.pool, &self.rules).await?;
-            Ok(Pace::Interval)
-        })
-    }
+pub fn alert_evaluation(pool: PgPool, rules: AlertRules, every: Duration) -> impl Service {
+    Periodic::new(
+        "alert_evaluation",
+        every,
+        move || -> BoxFuture<'static, Result<(), Failure>> {
+            let pool = pool.clone();
+            Box::pin(async move {
+                alerts::evaluate(&pool, &rules).await?;
+                Ok(())
+            })
+        },
+    )
 }
 
 /// `webhook_delivery`: posts the queued alerts to the receiver ([`webhook::deliver_webhooks`]).
-pub struct WebhookDelivery {
-    pub pool: PgPool,
-    pub receiver: Receiver,
-    pub every: Duration,
-}
-
-impl Service for WebhookDelivery {
-    fn name(&self) -> &'static str {
-        "webhook_delivery"
-    }
-
-    fn every(&self) -> Duration {
-        self.every
-    }
-
-    fn turn(&mut self) -> BoxFuture<'_, Result<Pace, Failure>> {
-        Box::pin(async move {
-            webhook::deliver_webhooks(&self.pool, &self.receiver).await?;
-            Ok(Pace::Interval)
-        })
-    }
+pub fn webhook_delivery(pool: PgPool, receiver: Receiver, every: Duration) -> impl Service {
+    Periodic::new(
+        "webhook_delivery",
+        every,
+        move || -> BoxFuture<'static, Result<(), Failure>> {
+            let (pool, receiver) = (pool.clone(), receiver.clone());
+            Box::pin(async move {
+                webhook::deliver_webhooks(&pool, &receiver).await?;
+                Ok(())
+            })
+        },
+    )
 }
 
 /// `notification_delivery`: sends the due notification candidates to the receiver
 /// ([`webhook::deliver_notifications`]).
-pub struct NotificationDelivery {
-    pub pool: PgPool,
-    pub receiver: Receiver,
-    pub every: Duration,
+pub fn notification_delivery(pool: PgPool, receiver: Receiver, every: Duration) -> impl Service {
+    Periodic::new(
+        "notification_delivery",
+        every,
+        move || -> BoxFuture<'static, Result<(), Failure>> {
+            let (pool, receiver) = (pool.clone(), receiver.clone());
+            Box::pin(async move {
+                webhook::deliver_notifications(&pool, &receiver).await?;
+                Ok(())
+            })
+        },
+    )
 }
 
-impl Service for NotificationDelivery {
-    fn name(&self) -> &'static str {
-        "notification_delivery"
-    }
-
-    fn every(&self) -> Duration {
-        self.every
-    }
-
-    fn turn(&mut self) -> BoxFuture<'_, Result<Pace, Failure>> {
-        Box::pin(async move {
-            webhook::deliver_notifications(&self.pool, &self.receiver).await?;
-            Ok(Pace::Interval)
-        })
-    }
-}
-
-/// `sign_in_forgetting`: deletes the sign-in attempts throttling no longer counts and the old
-/// failure counts ([`crate::operators::forget_old_attempts`]).
-pub struct SignInForgetting {
-    pub pool: PgPool,
-}
-
-impl Service for SignInForgetting {
-    fn name(&self) -> &'static str {
-        "sign_in_forgetting"
-    }
-
-    fn every(&self) -> Duration {
-        Duration::from_secs(10 * 60)
-    }
-
-    fn turn(&mut self) -> BoxFuture<'_, Result<Pace, Failure>> {
-        Box::pin(async move {
-            crate::operators::forget_old_attempts(&self.pool).await?;
-            Ok(Pace::Interval)
-        })
-    }
+/// `sign_in_forgetting`: every ten minutes, deletes the sign-in attempts throttling no longer
+/// counts and the old failure counts ([`crate::operators::forget_old_attempts`]).
+pub fn sign_in_forgetting(pool: PgPool) -> impl Service {
+    let every = Duration::from_secs(10 * 60);
+    Periodic::new(
+        "sign_in_forgetting",
+        every,
+        move || -> BoxFuture<'static, Result<(), Failure>> {
+            let pool = pool.clone();
+            Box::pin(async move {
+                crate::operators::forget_old_attempts(&pool).await?;
+                Ok(())
+            })
+        },
+    )
 }

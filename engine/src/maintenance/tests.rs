@@ -127,3 +127,25 @@ async fn the_first_turn_waits_as_the_service_asks_and_a_wake_up_comes_before_the
     );
     services.stop().await;
 }
+
+#[tokio::test]
+async fn a_periodic_job_runs_once_a_turn_and_keeps_its_first_delay() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    let mut service = Periodic::new(
+        "periodic",
+        short(),
+        move || -> BoxFuture<'static, Result<(), Failure>> {
+            counted.fetch_add(1, Ordering::SeqCst);
+            Box::pin(std::future::ready(Ok(())))
+        },
+    )
+    .starting_after(Duration::from_secs(60));
+    assert_eq!(
+        (service.name(), service.every(), service.first_after()),
+        ("periodic", short(), Duration::from_secs(60))
+    );
+    assert_eq!(service.turn().await.unwrap(), Pace::Interval);
+    assert_eq!(service.turn().await.unwrap(), Pace::Interval);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}

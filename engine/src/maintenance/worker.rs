@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{Failure, Pace, Service, Services};
+use super::{Failure, Pace, Periodic, Service, Services};
 use crate::adapter::BoxFuture;
 use crate::worker::Worker;
 
@@ -13,8 +13,8 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// The services a worker runs beside its claims.
 pub fn for_worker(worker: &Worker) -> Vec<Box<dyn Service>> {
     let mut services: Vec<Box<dyn Service>> = vec![
-        Box::new(LeaseSweeper(worker.clone())),
-        Box::new(InvariantPass(worker.clone())),
+        Box::new(lease_sweeper(worker)),
+        Box::new(invariant_pass(worker)),
     ];
     if let Some(every) = worker.config().adapter_refresh {
         services.push(Box::new(AdapterRefresh {
@@ -26,63 +26,48 @@ pub fn for_worker(worker: &Worker) -> Vec<Box<dyn Service>> {
     services
 }
 
-/// Runs `worker` with its services until `shutdown` resolves: it claims no more, every step
-/// in flight finishes its protocol, then the services stop.
-pub async fn run_worker(worker: Worker, shutdown: impl std::future::Future<Output = ()>) {
-    let services = Services::start(for_worker(&worker));
-    worker.run(shutdown).await;
-    services.stop().await;
-}
-
 /// `lease_sweeper`: ends what the holders of expired leases left unfinished ([`Worker::sweep`]).
-struct LeaseSweeper(Worker);
-
-impl Service for LeaseSweeper {
-    fn name(&self) -> &'static str {
-        "lease_sweeper"
-    }
-
-    fn every(&self) -> Duration {
-        SWEEP_EVERY
-    }
-
-    fn turn(&mut self) -> BoxFuture<'_, Result<Pace, Failure>> {
-        Box::pin(async move {
-            self.0.sweep().await?;
-            Ok(Pace::Interval)
-        })
-    }
+fn lease_sweeper(worker: &Worker) -> impl Service {
+    let worker = worker.clone();
+    Periodic::new(
+        "lease_sweeper",
+        SWEEP_EVERY,
+        move || -> BoxFuture<'static, Result<(), Failure>> {
+            let worker = worker.clone();
+            Box::pin(async move {
+                worker.sweep().await?;
+                Ok(())
+            })
+        },
+    )
 }
 
 /// `invariant_pass`: checks the semantic invariants when no process sharing the database did
 /// within the interval ([`crate::watch::invariants::check_if_due`]). The first turn comes one
 /// interval after the start: workers started together would otherwise all read every step at
 /// once, and one of them has just checked anyway.
-struct InvariantPass(Worker);
-
-impl Service for InvariantPass {
-    fn name(&self) -> &'static str {
-        "invariant_pass"
-    }
-
-    fn every(&self) -> Duration {
-        self.0.config().invariant_interval
-    }
-
-    fn first_after(&self) -> Duration {
-        self.every()
-    }
-
-    fn turn(&mut self) -> BoxFuture<'_, Result<Pace, Failure>> {
+fn invariant_pass(worker: &Worker) -> impl Service {
+    let every = worker.config().invariant_interval;
+    let pool = worker.pool().clone();
+    Periodic::new("invariant_pass", every, move || -> BoxFuture<'static, Result<(), Failure>> {
+        let pool = pool.clone();
         Box::pin(async move {
-            let every = self.every();
-            let found = crate::watch::invariants::check_if_due(self.0.pool(), every).await?;
+            let found = crate::watch::invariants::check_if_due(&pool, every).await?;
             for v in found.unwrap_or_default() {
                 tracing::warn!(kind = %v.kind, subject = %v.subject, evidence = %v.evidence, "invariant violated");
             }
-            Ok(Pace::Interval)
+            Ok(())
         })
-    }
+    })
+    .starting_after(every)
+}
+
+/// Runs `worker` with its services until `shutdown` resolves: it claims no more, every step
+/// in flight finishes its protocol, then the services stop.
+pub async fn run_worker(worker: Worker, shutdown: impl std::future::Future<Output = ()>) {
+    let services = Services::start(for_worker(&worker));
+    worker.run(shutdown).await;
+    services.stop().await;
 }
 
 /// `adapter_refresh`: reloads the adapters when the registry changed since they were loaded (a

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use destinations::{Fault, FaultPlan, FaultRule, Kind, Match, Operation};
-use engine::maintenance::{AlertEvaluation, Services, WebhookDelivery};
+use engine::maintenance::{self, Services};
 use engine::outbox::publisher::Publisher;
 use engine::outbox::webhook::Receiver;
 use sqlx::PgPool;
@@ -65,17 +65,14 @@ async fn a_webhook_receiver_that_never_answers_delays_no_alert(pool: PgPool) {
         max_unknown_age: Duration::ZERO,
     };
     let every = Duration::from_millis(50);
+    let receiver = Receiver::new(url, "whsec_test").unwrap();
     let services = Services::start(vec![
-        Box::new(AlertEvaluation {
-            pool: h.pool.clone(),
-            rules,
+        Box::new(maintenance::alert_evaluation(h.pool.clone(), rules, every)),
+        Box::new(maintenance::webhook_delivery(
+            h.pool.clone(),
+            receiver,
             every,
-        }),
-        Box::new(WebhookDelivery {
-            pool: h.pool.clone(),
-            receiver: Receiver::new(url, "whsec_test").unwrap(),
-            every,
-        }),
+        )),
     ]);
 
     // The first alert opens and is queued; its delivery hangs.
