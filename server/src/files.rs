@@ -114,8 +114,10 @@ pub(crate) async fn apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
             &db.pool,
             source,
             by,
-            args.dry_run,
-            args.allow_missing_adapters,
+            engine::definition::ApplyOptions {
+                dry_run: args.dry_run,
+                allow_missing_adapters: args.allow_missing_adapters,
+            },
         );
         match applied.await {
             Ok(Applied::Added { name, version }) => println!(

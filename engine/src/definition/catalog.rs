@@ -137,6 +137,15 @@ pub enum ApplyError {
     Sqlx(#[from] sqlx::Error),
 }
 
+/// How a definition file is applied.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApplyOptions {
+    /// Check the file and answer as applying would, storing nothing.
+    pub dry_run: bool,
+    /// Store the file even when a step names an adapter that is not registered yet.
+    pub allow_missing_adapters: bool,
+}
+
 /// [`apply`] where the caller named the definition too (an API path): a file of another name
 /// or version is refused before anything is stored.
 pub async fn apply_as(
@@ -145,8 +154,7 @@ pub async fn apply_as(
     name: &str,
     version: i32,
     by: Actor<'_>,
-    dry_run: bool,
-    allow_missing_adapters: bool,
+    options: ApplyOptions,
 ) -> Result<Applied, ApplyError> {
     let definition = Definition::from_source(source)?;
     if definition.name() != name || definition.version() != version {
@@ -160,23 +168,23 @@ pub async fn apply_as(
         )
         .into());
     }
-    checked_for_apply(pool, &definition, source, allow_missing_adapters).await?;
-    store_compiled(pool, &definition, source, by, dry_run).await
+    checked_for_apply(pool, &definition, source, options).await?;
+    store_compiled(pool, &definition, source, by, options.dry_run).await
 }
 
-/// Checks `source` and stores it, unless `dry_run`. Re-applying the same file changes
+/// Checks `source` and stores it, unless `options.dry_run`. Re-applying the same file changes
 /// nothing; another file under a stored name and version is refused with the difference. A
-/// step naming an adapter that is not registered is refused unless `allow_missing_adapters`.
+/// step naming an adapter that is not registered is refused unless
+/// `options.allow_missing_adapters`.
 pub async fn apply(
     pool: &PgPool,
     source: &str,
     by: Actor<'_>,
-    dry_run: bool,
-    allow_missing_adapters: bool,
+    options: ApplyOptions,
 ) -> Result<Applied, ApplyError> {
     let definition = Definition::from_source(source)?;
-    checked_for_apply(pool, &definition, source, allow_missing_adapters).await?;
-    store_compiled(pool, &definition, source, by, dry_run).await
+    checked_for_apply(pool, &definition, source, options).await?;
+    store_compiled(pool, &definition, source, by, options.dry_run).await
 }
 
 /// What applying checks beyond compiling: every adapter the input may choose is listed, and
@@ -185,12 +193,12 @@ async fn checked_for_apply(
     pool: &PgPool,
     definition: &Definition,
     source: &str,
-    allow_missing_adapters: bool,
+    options: ApplyOptions,
 ) -> Result<(), ApplyError> {
     definition
         .choices_listed()
         .map_err(|e| e.placed_in(source))?;
-    if allow_missing_adapters {
+    if options.allow_missing_adapters {
         return Ok(());
     }
     let known = crate::store::adapter::names(pool).await?;

@@ -17,7 +17,7 @@ mod compile;
 pub mod file;
 
 #[cfg(feature = "runtime")]
-pub use catalog::{Applied, ApplyError, Catalog, CatalogError, apply, apply_as};
+pub use catalog::{Applied, ApplyError, ApplyOptions, Catalog, CatalogError, apply, apply_as};
 #[cfg(feature = "runtime")]
 pub use compile::{Definition, StepRequest};
 

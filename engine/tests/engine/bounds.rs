@@ -57,9 +57,14 @@ async fn a_request_that_would_allocate_gigabytes_is_refused_while_the_worker_kee
     pool: PgPool,
 ) {
     let h = Harness::new(pool, Kind::Idempotent, 1_000, 0).await;
-    engine::definition::apply(&h.pool, REPEATS, Actor::Engine("test"), false, false)
-        .await
-        .unwrap();
+    engine::definition::apply(
+        &h.pool,
+        REPEATS,
+        Actor::Engine("test"),
+        engine::definition::ApplyOptions::default(),
+    )
+    .await
+    .unwrap();
     let bomb = start(
         &h.pool,
         "repeats",
@@ -86,9 +91,14 @@ async fn a_request_that_would_allocate_gigabytes_is_refused_while_the_worker_kee
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn an_integer_beyond_two_to_the_53_is_refused_at_intake_with_its_path(pool: PgPool) {
     let h = Harness::new(pool, Kind::Idempotent, 1_000, 0).await;
-    engine::definition::apply(&h.pool, REPEATS, Actor::Engine("test"), false, false)
-        .await
-        .unwrap();
+    engine::definition::apply(
+        &h.pool,
+        REPEATS,
+        Actor::Engine("test"),
+        engine::definition::ApplyOptions::default(),
+    )
+    .await
+    .unwrap();
     let refused = start(
         &h.pool,
         "repeats",
@@ -127,9 +137,17 @@ async fn an_input_may_choose_only_an_adapter_its_definition_lists(pool: PgPool) 
     );
 
     let unlisted = REPEATS.replace("adapter: docs", "adapter: \"{{ input.recipient }}\"");
-    let refused = engine::definition::apply(&h.pool, &unlisted, Actor::Engine("test"), false, true)
-        .await
-        .unwrap_err();
+    let refused = engine::definition::apply(
+        &h.pool,
+        &unlisted,
+        Actor::Engine("test"),
+        engine::definition::ApplyOptions {
+            allow_missing_adapters: true,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap_err();
     let sentence = refused.to_string();
     assert!(
         sentence.contains("list the adapters it may choose"),

@@ -1,6 +1,6 @@
 //! Definitions as data: applied once, immutable after, and a new one runs without a restart.
 
-use engine::definition::{Applied, ApplyError, apply};
+use engine::definition::{Applied, ApplyError, ApplyOptions, apply};
 use sqlx::PgPool;
 
 const V1: &str = include_str!("../../../definitions/document_delivery.v1.yaml");
@@ -11,8 +11,7 @@ async fn reapplying_the_same_file_changes_nothing(pool: PgPool) {
         &pool,
         V1,
         engine::store::journal::Actor::Engine("test"),
-        false,
-        false,
+        ApplyOptions::default(),
     )
     .await
     .unwrap();
@@ -20,8 +19,7 @@ async fn reapplying_the_same_file_changes_nothing(pool: PgPool) {
         &pool,
         V1,
         engine::store::journal::Actor::Engine("test"),
-        false,
-        false,
+        ApplyOptions::default(),
     )
     .await
     .unwrap();
@@ -49,8 +47,7 @@ async fn another_file_under_an_applied_name_and_version_is_refused_with_the_diff
         &pool,
         V1,
         engine::store::journal::Actor::Engine("test"),
-        false,
-        false,
+        ApplyOptions::default(),
     )
     .await
     .unwrap();
@@ -63,8 +60,7 @@ async fn another_file_under_an_applied_name_and_version_is_refused_with_the_diff
         &pool,
         &changed,
         engine::store::journal::Actor::Engine("test"),
-        false,
-        false,
+        ApplyOptions::default(),
     )
     .await
     .unwrap_err();
@@ -95,8 +91,7 @@ async fn a_file_with_an_unknown_field_is_refused_with_its_line_and_nothing_is_st
         &pool,
         &broken,
         engine::store::journal::Actor::Engine("test"),
-        false,
-        false,
+        ApplyOptions::default(),
     )
     .await
     .unwrap_err();
@@ -133,8 +128,7 @@ async fn a_workflow_of_a_definition_applied_after_start_up_starts_without_a_rest
         &pool,
         V1,
         engine::store::journal::Actor::Engine("test"),
-        false,
-        false,
+        ApplyOptions::default(),
     )
     .await
     .unwrap();

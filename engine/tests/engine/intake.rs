@@ -151,8 +151,7 @@ async fn a_pure_step_whose_output_does_not_render_at_admission_waits_for_a_worke
         &h.pool,
         OPTIONAL_NOTE,
         engine::store::journal::Actor::Engine("test"),
-        false,
-        false,
+        engine::definition::ApplyOptions::default(),
     )
     .await
     .unwrap();
@@ -206,8 +205,7 @@ steps:
         &pool,
         DIGEST_ONLY,
         engine::store::journal::Actor::Engine("test"),
-        false,
-        false,
+        engine::definition::ApplyOptions::default(),
     )
     .await
     .unwrap();

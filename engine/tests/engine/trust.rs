@@ -92,8 +92,7 @@ async fn applied(pool: &PgPool, source: &str, sandbox: Option<&str>) -> Option<V
         pool,
         CHARGE_ONLY,
         engine::store::journal::Actor::Engine("test"),
-        false,
-        false,
+        engine::definition::ApplyOptions::default(),
     )
     .await
     .unwrap();

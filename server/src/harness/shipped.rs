@@ -27,8 +27,10 @@ pub async fn apply_definitions(pool: &PgPool) -> anyhow::Result<()> {
             pool,
             source,
             engine::store::journal::Actor::Engine("z29c"),
-            false,
-            true,
+            engine::definition::ApplyOptions {
+                allow_missing_adapters: true,
+                ..Default::default()
+            },
         )
         .await
         .map_err(|e| match e {

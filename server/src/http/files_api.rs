@@ -126,8 +126,10 @@ pub(super) async fn put(
         &name,
         version,
         by,
-        query.dry_run,
-        query.allow_missing_adapters,
+        engine::definition::ApplyOptions {
+            dry_run: query.dry_run,
+            allow_missing_adapters: query.allow_missing_adapters,
+        },
     )
     .await
     {

@@ -92,8 +92,7 @@ pub(crate) async fn apply_files(
         pool,
         definition,
         engine::store::journal::Actor::Engine("test"),
-        false,
-        false,
+        engine::definition::ApplyOptions::default(),
     )
     .await
     .unwrap();

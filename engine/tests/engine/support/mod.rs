@@ -44,8 +44,7 @@ pub async fn apply_shipped_definitions(pool: &PgPool) {
             pool,
             source,
             engine::store::journal::Actor::Engine("test"),
-            false,
-            false,
+            engine::definition::ApplyOptions::default(),
         )
         .await
         .unwrap();

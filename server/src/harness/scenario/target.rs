@@ -306,8 +306,7 @@ pub(super) async fn apply_definitions(pool: &PgPool) -> anyhow::Result<()> {
             pool,
             source,
             engine::store::journal::Actor::Engine("scenario"),
-            false,
-            false,
+            engine::definition::ApplyOptions::default(),
         )
         .await
         .map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
