@@ -4,25 +4,14 @@
 
 use std::time::Duration;
 
-use destinations::{Fault, FaultPlan, FaultRule, Kind, Match, Operation};
+use destinations::Kind;
 use engine::maintenance::{self, Services};
 use engine::outbox::publisher::Publisher;
 use engine::outbox::webhook::Receiver;
 use sqlx::PgPool;
 
+use crate::operate::unknown_delivery;
 use crate::support::Harness;
-
-/// A step whose outcome became unknown and went to review: the cause of an alert.
-async fn unknown_delivery(h: &Harness, key: &str) {
-    let w = h.start(key).await;
-    h.faults(FaultPlan::rules([FaultRule::new(
-        Operation::Deliver,
-        Match::Any,
-        Fault::DelayResponse { ms: 800 },
-    )
-    .times(1)]));
-    h.drive_until(w, "deliver", "review_required").await;
-}
 
 async fn alerts(pool: &PgPool) -> i64 {
     sqlx::query_scalar("select count(*) from alert")
@@ -76,7 +65,7 @@ async fn a_webhook_receiver_that_never_answers_delays_no_alert(pool: PgPool) {
     ]);
 
     // The first alert opens and is queued; its delivery hangs.
-    unknown_delivery(&h, "first").await;
+    unknown_delivery(&h, "first", "review_required").await;
     for _ in 0..100 {
         publish(&publisher).await;
         if queued(&h.pool).await == 1 {
@@ -85,7 +74,7 @@ async fn a_webhook_receiver_that_never_answers_delays_no_alert(pool: PgPool) {
     }
     assert_eq!(queued(&h.pool).await, 1, "the first alert was never queued");
     // A second cause while the first delivery hangs: its alert opens all the same.
-    unknown_delivery(&h, "second").await;
+    unknown_delivery(&h, "second", "review_required").await;
     for _ in 0..100 {
         publish(&publisher).await;
         if alerts(&h.pool).await == 2 {

@@ -611,12 +611,7 @@ async fn a_rebuild_waits_for_a_metrics_batch_in_flight_and_counts_it_once(pool: 
 async fn an_alert_opens_once_and_reaches_the_webhook_once(pool: PgPool) {
     let h = Harness::new(pool, Kind::Opaque, 300, 0).await;
     let w = h.start("alerting").await;
-    h.faults(FaultPlan::rules([FaultRule::new(
-        Operation::Deliver,
-        Match::Any,
-        Fault::DelayResponse { ms: 800 },
-    )
-    .times(1)]));
+    h.faults(crate::support::delay_deliver(Match::Any, 800));
     h.drive_until(w, "deliver", "review_required").await;
 
     // A receiver that records each delivery: its idempotency key, signature and body.
