@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::definition::{Catalog, CatalogError, Definition, InputError};
 use crate::domain::StepKind;
 use crate::domain::words::{DuplicateStatus, status_sentence};
-use crate::domain::{EventKind, InputDigest, StepState, WorkflowFacts, WorkflowState, event};
+use crate::domain::{EventKind, InputDigest, StepState, WorkflowState, event};
 use crate::store::journal::{self, Actor, AuditEntry};
 use crate::store::step::{self, NewStep};
 use crate::store::workflow::{self, NewWorkflowRow, WorkflowRow};
@@ -110,7 +110,6 @@ pub async fn start_workflow_within(
         &settled_at_admission(&definition, &input),
     );
     let started = json!({ "creation_key": new.creation_key, "definition": new.definition, "version": version });
-    let (state, events) = opening(&steps, started);
 
     let mut tx = pool.begin().await?;
     let known = crate::store::adapter::names(&mut *tx).await?;
@@ -128,17 +127,19 @@ pub async fn start_workflow_within(
         definition_version: version,
         input: &input,
         input_digest: digest.as_str(),
-        state,
-        revision: i64::try_from(events.len()).unwrap_or(i64::MAX),
+        all_settled: !steps.is_empty() && steps.iter().all(|s| s.output.is_some()),
+        any_settled: steps.iter().any(|s| s.output.is_some()),
+        revision: 1 + steps.iter().filter(|s| s.output.is_some()).count() as i64,
     };
-    if !workflow::insert_unless_exists(&mut tx, &row).await? {
+    let Some((state, revision)) = workflow::insert_unless_exists(&mut tx, &row).await? else {
         let existing = workflow::by_creation_key(&mut tx, &new.creation_key)
             .await?
             .ok_or(sqlx::Error::RowNotFound)?;
         return existing_or_conflict(existing, new, version, &digest);
-    }
+    };
+    let events = opening(&steps, started, state);
     let sentence = opening_sentence(&definition, &steps);
-    record_opening(&mut tx, &row, &steps, &events, sentence).await?;
+    record_opening(&mut tx, id, (state, revision), &steps, &events, sentence).await?;
     journal::audit(
         &mut tx,
         &AuditEntry {
@@ -162,21 +163,16 @@ pub async fn start_workflow_within(
 /// status projection as it starts (the status consumer then finds it current).
 async fn record_opening(
     tx: &mut sqlx::PgConnection,
-    row: &NewWorkflowRow<'_>,
+    id: Uuid,
+    (state, revision): (WorkflowState, i64),
     steps: &[NewStep<'_>],
     events: &[(EventKind, Value)],
     sentence: String,
 ) -> sqlx::Result<()> {
+    debug_assert_eq!(i64::try_from(events.len()), Ok(revision));
     step::insert_all(&mut *tx, steps).await?;
-    journal::emit_all(&mut *tx, row.id, events).await?;
-    crate::store::projection::upsert_statuses(
-        tx,
-        &[row.id],
-        &[row.revision],
-        &[row.state],
-        &[sentence],
-    )
-    .await
+    journal::emit_all(&mut *tx, id, events).await?;
+    crate::store::projection::upsert_statuses(tx, &[id], &[revision], &[state], &[sentence]).await
 }
 
 /// Refuses what PostgreSQL could not store, before anything is written: a creation key out of
@@ -358,19 +354,13 @@ fn opening_sentence(definition: &Definition, steps: &[NewStep<'_>]) -> String {
     )
 }
 
-/// The state a new workflow of `steps` starts in, and its events in revision order: started,
-/// each step settled at admission, and the state change they make. The state is derived here,
-/// by the rule every transition uses, from what admission knows (nothing cancelled, nothing to
-/// review, no incident yet), not by `conclusion::announce`'s statement: planning that cost each
-/// admission more than the rest of its transaction.
-fn opening(steps: &[NewStep<'_>], started: Value) -> (WorkflowState, Vec<(EventKind, Value)>) {
+/// A new workflow's events in revision order: started, each step settled at admission, and the
+/// change to `state` (the one the database derived as it recorded the workflow) unless it is
+/// still `pending`. The database's rule runs in the insert itself, from what admission knows,
+/// not through `conclusion::announce`'s statement: planning that cost each admission more than
+/// the rest of its transaction.
+fn opening(steps: &[NewStep<'_>], started: Value, state: WorkflowState) -> Vec<(EventKind, Value)> {
     let settled: Vec<&NewStep> = steps.iter().filter(|s| s.output.is_some()).collect();
-    let state = WorkflowFacts {
-        all_done: !steps.is_empty() && settled.len() == steps.len(),
-        started: !settled.is_empty(),
-        ..WorkflowFacts::default()
-    }
-    .state();
     let mut events = vec![(EventKind::WorkflowStarted, started)];
     events.extend(settled.iter().map(|s| {
         let payload = event::pure_step_succeeded(s.id, s.logical);
@@ -380,5 +370,5 @@ fn opening(steps: &[NewStep<'_>], started: Value) -> (WorkflowState, Vec<(EventK
         let change = event::state_changed(WorkflowState::Pending, state);
         events.push((EventKind::WorkflowStateChanged, change));
     }
-    (state, events)
+    events
 }

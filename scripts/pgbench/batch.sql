@@ -90,21 +90,9 @@ with ev as (
     select gen_random_uuid() as event_id, w as workflow_id, 'step.attempt_ended' as kind,
            '{"outcome": "succeeded"}'::jsonb as payload, 1::bigint as ord
     from unnest(:workflows::uuid[]) as w
-), steps as (
-    select s.workflow_id,
-           coalesce(bool_or(s.state in ('review_required', 'rejected')), false) as needs_review,
-           coalesce(bool_and(s.state in ('succeeded', 'waived')), false) as all_done,
-           coalesce(bool_or(s.state = 'cancelled'), false) as cancelled,
-           coalesce(bool_or(s.state not in ('ready', 'blocked')), false) as started
-    from step s where s.workflow_id = any(:workflows::uuid[])
-      and not exists (select 1 from step r where r.replaces_step_id = s.id)
-    group by s.workflow_id
 ), derived as (
-    select w.id, w.state as current,
-           (case when st.cancelled then 'cancelled' when st.needs_review then 'needs_review'
-                 when st.all_done then 'completed' when st.started then 'running'
-                 else 'pending' end)::workflow_state as next
-    from workflow w left join steps st on st.workflow_id = w.id
+    select w.id, w.state as current, d.state as next
+    from workflow w cross join lateral workflow_state_of(w.id) d
     where w.id = any(:workflows::uuid[])
 ), numbered as (
     select a.*, row_number() over (partition by a.workflow_id order by a.ord) as k,

@@ -1,8 +1,16 @@
 -- Workflows of document_delivery's shape, ready for their external `deliver` step: `render`
 -- (pure) has succeeded, `deliver` is ready, `notify` waits for it. :workflows of them, in the
 -- schema the database has (the one before the pipeline, or the one after it).
+-- Today's schema keeps what the adapter file declared beside its trusted contract.
+select exists (select 1 from information_schema.columns
+               where table_name = 'adapter' and column_name = 'declared') as declared \gset
+\if :declared
+insert into adapter (name, base_url, contract, contract_version, declared)
+values ('proto', 'http://127.0.0.1:9', '{}', 1, '{}') on conflict do nothing;
+\else
 insert into adapter (name, base_url, contract, contract_version)
 values ('proto', 'http://127.0.0.1:9', '{}', 1) on conflict do nothing;
+\endif
 
 insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest, state, revision)
 select md5('w' || n)::uuid, 'proto-' || n, 'document_delivery', 1,

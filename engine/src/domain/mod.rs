@@ -31,6 +31,6 @@ pub use receipt::ReceiptMethod;
 pub use recovery::{
     LookupAnswer, RecoveryDecision, ReviewReason, UnknownOutcomeFacts, decide_after_unknown,
 };
-pub use state::{StepState, WorkflowFacts, WorkflowState};
+pub use state::{StepState, WorkflowState};
 pub use step_kind::StepKind;
 pub use trust::{Claim, Operation, Trust, trusted_contract};

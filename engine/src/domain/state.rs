@@ -3,6 +3,7 @@ use serde::{Deserialize, Serialize};
 /// Where a durable user intent stands, as the engine records it.
 ///
 /// Mirrors the PostgreSQL enum `workflow_state`; a new variant must break every exhaustive match.
+/// Which one a workflow is in is the database's rule, `workflow_state_of` (docs/DESIGN.md §10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "runtime", derive(sqlx::Type, utoipa::ToSchema))]
 #[cfg_attr(
@@ -41,38 +42,6 @@ impl WorkflowState {
             WorkflowState::NeedsReview => "Needs review",
             WorkflowState::Completed => "Completed",
             WorkflowState::Cancelled => "Cancelled",
-        }
-    }
-}
-
-/// What a workflow's current steps (not those replaced) and its open incidents say, in the
-/// terms its state is derived from.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct WorkflowFacts {
-    /// A step was cancelled.
-    pub cancelled: bool,
-    /// A step awaits review or was rejected, or an integrity incident is open.
-    pub needs_review: bool,
-    /// It has steps, and every one succeeded or was waived.
-    pub all_done: bool,
-    /// A step has left `ready` and `blocked`.
-    pub started: bool,
-}
-
-impl WorkflowFacts {
-    /// The state these facts make: cancelled before review, review before completion,
-    /// completion before running. `conclusion::announce` applies the same rule in SQL.
-    pub fn state(self) -> WorkflowState {
-        if self.cancelled {
-            WorkflowState::Cancelled
-        } else if self.needs_review {
-            WorkflowState::NeedsReview
-        } else if self.all_done {
-            WorkflowState::Completed
-        } else if self.started {
-            WorkflowState::Running
-        } else {
-            WorkflowState::Pending
         }
     }
 }

@@ -162,26 +162,9 @@ pub async fn announce(
         r#"with ev as (
                select * from unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[])
                    with ordinality as e(event_id, workflow_id, kind, payload, ord)
-           ), steps as (
-               select s.workflow_id,
-                      coalesce(bool_or(s.state in ('review_required', 'unsent', 'rejected')), false) as needs_review,
-                      coalesce(bool_and(s.state in ('succeeded', 'waived')), false) as all_done,
-                      coalesce(bool_or(s.state = 'cancelled'), false) as cancelled,
-                      coalesce(bool_or(s.state not in ('ready', 'held', 'blocked')), false) as started
-               from step s
-               where s.workflow_id = any($5)
-                 and not exists (select 1 from step r where r.replaces_step_id = s.id)
-               group by s.workflow_id
            ), derived as (
-               select w.id, w.state as current,
-                      (case when st.cancelled then 'cancelled'
-                            when st.needs_review or exists (
-                                select 1 from integrity_incident i join step t on t.id = i.step_id
-                                where t.workflow_id = w.id and i.resolved_at is null) then 'needs_review'
-                            when st.all_done then 'completed'
-                            when st.started then 'running'
-                            else 'pending' end)::workflow_state as next
-               from workflow w left join steps st on st.workflow_id = w.id
+               select w.id, w.state as current, d.state as next
+               from workflow w cross join lateral workflow_state_of(w.id) d
                where w.id = any($5)
            ), changes as (
                select x.event_id, d.id as workflow_id, 'workflow.state_changed' as kind,

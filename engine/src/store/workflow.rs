@@ -4,7 +4,7 @@ use serde_json::Value;
 use sqlx::{Executor, PgConnection, Postgres};
 use uuid::Uuid;
 
-use crate::domain::{EventKind, WorkflowFacts, WorkflowState, event};
+use crate::domain::{EventKind, WorkflowState, event};
 
 /// How many workflows are in each state; states with none are omitted.
 pub async fn count_by_state<'e, E>(executor: E) -> sqlx::Result<Vec<(WorkflowState, i64)>>
@@ -44,35 +44,41 @@ pub struct NewWorkflowRow<'a> {
     pub definition_version: i32,
     pub input: &'a Value,
     pub input_digest: &'a str,
-    /// What it starts as: `pending`, unless steps were settled at admission.
-    pub state: WorkflowState,
-    /// The revision of its last event at admission.
+    /// What admission knows of its steps: every one settled, and at least one.
+    pub all_settled: bool,
+    pub any_settled: bool,
+    /// The revision of its last event at admission before a state change.
     pub revision: i64,
 }
 
-/// Inserts the workflow unless its creation key exists; true when this call inserted it.
+/// Inserts the workflow unless its creation key exists, in the state the database's rule
+/// (`workflow_state_from`, docs/DESIGN.md §10) derives from what admission knows: nothing
+/// cancelled, nothing to review. Returns that state and the revision, one past `revision` when
+/// the state is not `pending` (its change is an event); none when the key existed.
 pub async fn insert_unless_exists(
     conn: &mut PgConnection,
     new: &NewWorkflowRow<'_>,
-) -> sqlx::Result<bool> {
-    let inserted = sqlx::query_scalar!(
+) -> sqlx::Result<Option<(WorkflowState, i64)>> {
+    let inserted = sqlx::query!(
         r#"insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest,
                                  state, revision)
-           values ($1, $2, $3, $4, $5, $6, $7, $8)
+           select $1, $2, $3, $4, $5, $6, st, $9::bigint + (st <> 'pending')::int
+           from workflow_state_from(false, false, $7, $8) st
            on conflict (creation_key) do nothing
-           returning id"#,
+           returning state as "state: WorkflowState", revision"#,
         new.id,
         new.creation_key,
         new.definition_name,
         new.definition_version,
         new.input,
         new.input_digest,
-        new.state as WorkflowState,
+        new.all_settled,
+        new.any_settled,
         new.revision,
     )
     .fetch_optional(conn)
     .await?;
-    Ok(inserted.is_some())
+    Ok(inserted.map(|r| (r.state, r.revision)))
 }
 
 /// The workflow with this creation key.
@@ -125,33 +131,19 @@ pub async fn set_state(
     .await
 }
 
-/// Recomputes the workflow's state from its steps and open incidents; when it changed, records
+/// Recomputes the workflow's state from its steps and open incidents (the rule is the
+/// database's `workflow_state_of`, docs/DESIGN.md §10); when it changed, records
 /// the new state with a bumped revision and an outbox event in the caller's transaction.
 pub async fn refresh_state(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<WorkflowState> {
     let row = sqlx::query!(
-        r#"select w.state as "current: WorkflowState",
-                  coalesce(bool_or(s.state in ('review_required', 'unsent', 'rejected')), false) as "needs_review!",
-                  coalesce(bool_and(s.state in ('succeeded', 'waived')), false) as "all_done!",
-                  coalesce(bool_or(s.state = 'cancelled'), false) as "cancelled!",
-                  coalesce(bool_or(s.state not in ('ready', 'held', 'blocked')), false) as "started!",
-                  exists(select 1 from integrity_incident i join step t on t.id = i.step_id
-                         where t.workflow_id = w.id and i.resolved_at is null) as "incident!"
-           from workflow w
-           left join step s on s.workflow_id = w.id
-                and not exists (select 1 from step r where r.replaces_step_id = s.id)
-           where w.id = $1
-           group by w.id"#,
+        r#"select w.state as "current: WorkflowState", d.state as "next!: WorkflowState"
+           from workflow w cross join lateral workflow_state_of(w.id) d
+           where w.id = $1"#,
         id
     )
     .fetch_one(&mut *conn)
     .await?;
-    let next = WorkflowFacts {
-        cancelled: row.cancelled,
-        needs_review: row.needs_review || row.incident,
-        all_done: row.all_done,
-        started: row.started,
-    }
-    .state();
+    let next = row.next;
     if next != row.current {
         let revision = set_state(conn, id, next).await?;
         super::journal::emit(

@@ -22,6 +22,7 @@ mod privileges;
 mod replace;
 mod roles;
 mod schemas;
+mod state_rule;
 mod status;
 mod support;
 mod trust;
