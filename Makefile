@@ -75,6 +75,8 @@ lint:
 	cargo fmt --all -- --check
 	scripts/check-layout.py
 	scripts/check-layout-test.py
+	scripts/check-design-names.py
+	scripts/check-design-names-test.py
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy -p app --no-default-features --features hydrate --target wasm32-unknown-unknown -- -D warnings
 
