@@ -65,11 +65,24 @@ def verdict(files: dict) -> tuple:
         return run.returncode, run.stdout.strip()
 
 
+MAP = "| tx | file |\n|---|---|\n| A | `engine/src/store/batch.rs` |\n"
+WITH_MAP = {
+    **CLEAN,
+    "docs/DESIGN.md": PAGE + "\n## 4. Checkpoints\n\n" + MAP + "\nMore.\n\n## 5. Next\n",
+    "engine/src/worker/mod.rs": "//! The worker.\n//!\n" + "".join(f"//! {l}\n" for l in MAP.splitlines()),
+}
+
+
 def main() -> int:
     failures = []
-    code, out = verdict(CLEAN)
-    if code != 0:
-        failures.append(f"the clean tree was refused: {out}")
+    for tree in (CLEAN, WITH_MAP):
+        code, out = verdict(tree)
+        if code != 0:
+            failures.append(f"a clean tree was refused: {out}")
+    drifted = {**WITH_MAP, "engine/src/worker/mod.rs": WITH_MAP["engine/src/worker/mod.rs"].replace("| A |", "| B |")}
+    code, out = verdict(drifted)
+    if code != 1 or "§4" not in out:
+        failures.append("a worker map that differs from §4's table passed the check")
     for name, span in STALE.items():
         code, out = verdict({**CLEAN, "docs/DESIGN.md": PAGE + f"\nAlso {span}.\n"})
         stale = span.split("`")[-2]  # the last span of the addition is the stale name

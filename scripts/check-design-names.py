@@ -13,7 +13,9 @@
   remaining segment appears as a word in that file. A module several crates have passes when
   one of them holds the name; a trailing call (`failpoint::hit(FaultPoint)`) is dropped;
 - every other span (SQL, states, commands, JSON, URLs, absolute paths, names relative to a
-  module the page spoke of just before) is not a name of the tree and is not checked.
+  module the page spoke of just before) is not a name of the tree and is not checked;
+- the table of §4 (the checkpoints, their transactions and files) is, line for line, the table
+  in the header of engine/src/worker/mod.rs, so the worker's map cannot drift from the page.
 
 `scripts/check-design-names.py [ROOT]` checks ROOT/docs/DESIGN.md against the tree at ROOT (this
 repository by default); prints each breach with its line and exits 1 if there is one.
@@ -26,6 +28,7 @@ from pathlib import Path
 
 CRATES = ["engine", "server", "app", "destinations"]
 DOC = "docs/DESIGN.md"
+WORKER_MAP = "engine/src/worker/mod.rs"
 EXTENSIONS = (".rs", ".sql", ".py", ".sh", ".ts", ".yaml", ".yml", ".toml", ".md", ".json", ".css")
 TOP_FOLDERS = ("engine/", "app/", "server/", "destinations/", "migrations/", "scripts/", "end2end/",
                "docs/", "adapters/", "definitions/", "style/", "schemas/")
@@ -109,9 +112,34 @@ def check_rust(root: Path, span: str) -> list:
     return [f"`{span}`: " + "; ".join(breaches)]
 
 
+def table(lines: list) -> list:
+    """The first Markdown table among `lines`: its rows, as they are written."""
+    rows = []
+    for line in lines:
+        if line.startswith("|"):
+            rows.append(line.rstrip())
+        elif rows:
+            break
+    return rows
+
+
+def check_worker_map(root: Path, text: str) -> list:
+    """§4's table against the one in the header of the worker's module."""
+    section = re.search(r"^## 4\..*?(?=^## )", text, re.S | re.M)
+    if section is None:
+        return []
+    line = text.count("\n", 0, section.start()) + 1
+    page = table(section.group(0).split("\n"))
+    worker = root / WORKER_MAP
+    header = [l[4:] for l in worker.read_text().split("\n") if l.startswith("//! ")] if worker.exists() else []
+    if page != table(header):
+        return [f"{DOC}:{line}: the table of §4 differs from the one in {WORKER_MAP}'s header"]
+    return []
+
+
 def check(root: Path) -> list:
     """Every breach of the page at ROOT, each with the line its span starts on."""
-    breaches = []
+    breaches = check_worker_map(root, (root / DOC).read_text())
     for line, span in spans((root / DOC).read_text()):
         if looks_like_path(span):
             found = check_path(root, span)

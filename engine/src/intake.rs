@@ -3,6 +3,7 @@
 //! (docs/DESIGN.md §4).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -85,15 +86,7 @@ pub async fn start_workflow_within(
 ) -> Result<Started, StartError> {
     let limit = adapters;
     refuse_unstorable(&new)?;
-    let definition = match new.version {
-        Some(version) => Catalog::get(pool, &new.definition, version).await,
-        None => Catalog::newest(&mut *pool.acquire().await?, &new.definition).await,
-    }
-    .map_err(|e| match e {
-        CatalogError::Unknown(input) => StartError::Input(input),
-        CatalogError::Sqlx(e) => StartError::Sqlx(e),
-        other => StartError::Definition(other),
-    })?;
+    let definition = definition_of(pool, &new).await?;
     let version = definition.version();
     let input = definition.normalize(&new.input)?;
     refuse_inexact(&new.input)?;
@@ -173,6 +166,19 @@ async fn record_opening(
     step::insert_all(&mut *tx, steps).await?;
     journal::emit_all(&mut *tx, id, events).await?;
     crate::store::projection::upsert_statuses(tx, &[id], &[revision], &[state], &[sentence]).await
+}
+
+/// The definition `new` names: the version it asks for, else the newest.
+async fn definition_of(pool: &PgPool, new: &NewWorkflow) -> Result<Arc<Definition>, StartError> {
+    match new.version {
+        Some(version) => Catalog::get(pool, &new.definition, version).await,
+        None => Catalog::newest(&mut *pool.acquire().await?, &new.definition).await,
+    }
+    .map_err(|e| match e {
+        CatalogError::Unknown(input) => StartError::Input(input),
+        CatalogError::Sqlx(e) => StartError::Sqlx(e),
+        other => StartError::Definition(other),
+    })
 }
 
 /// Refuses what PostgreSQL could not store, before anything is written: a creation key out of

@@ -4,6 +4,7 @@
 //! browser. With the `runtime` feature the enums also map to their PostgreSQL enum types.
 
 pub mod actions;
+mod authority;
 pub mod contract;
 pub mod event;
 pub mod identity;
@@ -19,6 +20,7 @@ pub mod trust;
 pub mod words;
 
 pub use actions::{OperatorAction, Role, StepFacts, permitted_actions, refusal};
+pub use authority::Authority;
 pub use contract::{
     Compensation, ContractKind, REPLAY_MARGIN_MS, SideEffectContract, UnknownOutcomePolicy,
 };

@@ -41,8 +41,7 @@ pub(super) async fn check_destination(
         })?;
     tx.commit().await?;
     let answer =
-        crate::worker::lookup::check_destination(pool, adapters, &leased, &holder, lease, now)
-            .await?;
+        crate::worker::check_destination(pool, adapters, &leased, &holder, lease, now).await?;
     Ok(Done {
         message: answer_in_words(answer, &contract, now.unwrap_or_else(Utc::now)),
         step: step_id,

@@ -280,7 +280,7 @@ async fn bind_restored_request(
             "Adapter `{name}` is no longer registered, so the request cannot be regenerated."
         ))
     })?;
-    crate::worker::invoke::bind_regenerated_for(
+    crate::worker::bind_regenerated_for(
         conn,
         step_id,
         &key,

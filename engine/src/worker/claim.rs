@@ -1,22 +1,24 @@
-//! Checkpoints 1–3 for a batch (docs/DESIGN.md §4), in one transaction of a few set-based
+//! Checkpoints 1–3 for a batch (docs/DESIGN.md §4), transaction A of a few set-based
 //! statements: the due steps are locked and read, their requests rendered here, and then the
 //! batch is leased, its request identities bound and its attempts recorded. Steps whose
 //! contract makes a blind resend safe (an idempotency key the destination honours) go to the
 //! call straight from this commit; the others get checkpoint 3 of their own just before their
-//! send ([`Worker::invoke_batch`]), once a call may go.
+//! send (transaction B, `identity.rs`), once a call may go. Authority is decided by
+//! `domain::Authority` from the suspensions read in this transaction.
 
 use serde_json::Value;
 use uuid::Uuid;
 
 use std::sync::Arc;
 
-use super::work::{Call, Work};
+use super::call::{Call, Work};
 use super::{Worker, WorkerError, adapter_for, definition_of, request_key};
 use crate::adapter::Adapter;
 use crate::adapter::registry::Adapters;
+use crate::domain::Authority;
 use crate::domain::StepKind;
 use crate::domain::{EventKind, StepState, TransportObservation, UnknownOutcomePolicy};
-use crate::store::attempt::{self, Authority};
+use crate::store::attempt;
 use crate::store::batch::{self, Taken, Taking};
 use crate::store::conclusion;
 use crate::store::step::Claimed;
@@ -193,7 +195,7 @@ impl Worker {
         let key = request_key(step);
         let definition = definition_of(&mut *conn, step).await?;
         let prepared =
-            super::invoke::render_with(step, &key, adapter.as_ref(), &definition, facts)?;
+            super::identity::render_with(step, &key, adapter.as_ref(), &definition, facts)?;
         let subject =
             definition
                 .subject(&step.workflow_input)
@@ -244,30 +246,6 @@ impl Worker {
                 })
             })
             .collect()
-    }
-
-    /// Checkpoint 3 for calls that waited for it: one statement, just before they are sent.
-    /// Returns the calls that may go; the others lost their lease.
-    pub(super) async fn invoke_batch(&self, calls: Vec<Call>) -> Result<Vec<Call>, WorkerError> {
-        if calls.is_empty() {
-            return Ok(calls);
-        }
-        let steps: Vec<Uuid> = calls.iter().map(|c| c.step.id).collect();
-        let attempts: Vec<Uuid> = calls.iter().map(|c| c.attempt).collect();
-        let authority: Vec<Value> = calls.iter().map(|c| c.authority.record.clone()).collect();
-        let mut tx = self.pool.begin().await?;
-        let invoked = batch::invoke(&mut tx, self.name(), &steps, &attempts, &authority).await?;
-        tx.commit().await?;
-        Ok(calls
-            .into_iter()
-            .filter_map(|mut call| {
-                let (_, count) = invoked.iter().find(|(id, _)| *id == call.step.id)?;
-                call.step.attempt_count = *count;
-                call.step.state = StepState::Invoking;
-                call.invoked = true;
-                Some(call)
-            })
-            .collect())
     }
 }
 

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use super::invoke::{bind_regenerated, prepare};
+use super::identity::{bind_regenerated, prepare};
 use super::{StepReport, WorkerError, adapter_for, request_key};
 use crate::adapter::registry::Adapters;
 use crate::adapter::{Adapter, BoxFuture, LookupObservation};

@@ -1,22 +1,28 @@
 //! Workers: each step through the checkpoint protocol of docs/DESIGN.md §4, with no network
 //! call inside a transaction, and recovery of steps whose outcome is unknown by the adapter's
-//! contract (docs/DESIGN.md §6).
+//! contract (docs/DESIGN.md §6). The table is DESIGN §4's (`make lint` keeps them equal):
 //!
-//! Checkpoint 1 (lease + attempt) is [`claim`]; [`invoke`] runs 2 (authority), 3 (request
-//! identity, `invoking`), 4 (the call, outside any transaction), 5 (observation) and 6 (receipt,
-//! dependants, outbox). A step found in `outcome_unknown` goes to [`recover`], which may ask the
-//! destination through [`lookup`]; operators' *Check destination* uses the same lookup.
+//! | tx | checkpoints | file | what commits |
+//! |---|---|---|---|
+//! | A, per batch | 1 claim, 2 authority, 3 identity | `worker/claim.rs` | the batch leased, each request identity bound, each attempt recorded with its authority decision (`domain::Authority`); a step whose key makes a blind resend safe is `invoking` at this commit |
+//! | B, per call | 3 identity | `worker/identity.rs` | for every other external step, just before its send: `invoking`, its request marked sent |
+//! | — | 4 call | `worker/call.rs` | nothing: the call runs outside any transaction, its lease renewed meanwhile |
+//! | C, per flush | 5 observation, 6 receipt | `worker/conclude/` | the observation or the receipt, the step's next state, dependants released, the events and the workflow's state, the status projection |
 //!
-//! Checkpoints 2–3 share a transaction, as do 5–6: neither pair has a network call between.
+//! Around them: `pipeline.rs` runs claims, calls and conclusions at once; `leases.rs` keeps
+//! the leases of batches in flight; `recover.rs` and `lookup.rs` are a step found in
+//! `outcome_unknown` (§6), one step at a time through the same checkpoints
+//! (`identity.rs`, `call.rs`, `conclude/alone.rs`). Operators reach the worker only through
+//! its public services: [`check_destination`] and [`bind_regenerated_for`].
 
+mod call;
 mod claim;
-mod flush;
-pub mod invoke;
+mod conclude;
+mod identity;
 mod leases;
-pub mod lookup;
+mod lookup;
 mod pipeline;
 mod recover;
-mod work;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +40,8 @@ use crate::store::lease;
 use crate::store::step::{self, Claimed, Settle};
 use crate::store::workflow;
 
-pub use lookup::Hold;
+pub use identity::bind_regenerated_for;
+pub use lookup::{Hold, check_destination};
 
 /// How safe retries (nothing committed, or a retryable rejection) back off, per step.
 #[derive(Debug, Clone, Copy)]

@@ -9,9 +9,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use uuid::Uuid;
 
-use super::flush::Concluder;
+use super::call::{Finished, Work};
+use super::conclude::Concluder;
 use super::leases::Leases;
-use super::work::{Finished, Work};
 use super::{StepReport, Worker, WorkerError};
 use crate::store::lease;
 

@@ -7,14 +7,17 @@ use std::time::Instant;
 
 use uuid::Uuid;
 
+use super::identity::Obligation;
 use super::{StepReport, Worker, WorkerError, adapter_for, request_key};
 use crate::domain::{
     LookupAnswer, RecoveryDecision, SideEffectContract, StepState, UnknownOutcomeFacts,
     decide_after_unknown,
 };
+use crate::failpoint::FaultPoint;
 use crate::failpoint::{self, BrokenRule};
 use crate::store::request;
 use crate::store::step::{Claimed, Settle};
+use crate::watch::latency;
 
 impl Worker {
     /// Whether automatic recovery of `step` has run out of its window.
@@ -133,6 +136,59 @@ impl Worker {
     /// A new attempt under the same key (idempotent replay, or after authoritative absence),
     /// recorded with its checkpoint 3.
     async fn resend(&self, step: &Claimed, claimed_at: Instant) -> Result<StepReport, WorkerError> {
-        self.invoke(step, Uuid::now_v7(), claimed_at).await
+        self.attempt_alone(step, Uuid::now_v7(), claimed_at).await
+    }
+
+    /// Checkpoints 2–6 for attempt `attempt` (not yet recorded) of a step in recovery, one step
+    /// in transactions of its own: the identity ([`Worker::bind_obligation`]), the call, then
+    /// its conclusion.
+    async fn attempt_alone(
+        &self,
+        step: &Claimed,
+        attempt: Uuid,
+        claimed_at: Instant,
+    ) -> Result<StepReport, WorkerError> {
+        let (adapter, contract_version) = adapter_for(&self.adapters(), step)?;
+        let key = request_key(step);
+        let prepared = match self
+            .bind_obligation(step, attempt, &key, adapter.as_ref(), contract_version)
+            .await?
+        {
+            Obligation::Bound(prepared) => *prepared,
+            Obligation::Concluded(report) => return Ok(report),
+        };
+        failpoint::hit(FaultPoint::AfterObligationCommit);
+
+        // Checkpoint 4: the call, outside any transaction, with the lease renewed meanwhile.
+        let adapter_name = step.adapter.as_deref().unwrap_or_default();
+        latency::claim_to_send(adapter_name, claimed_at.elapsed());
+        let sent = Instant::now();
+        let observation = self
+            .call_alone(step, adapter.as_ref(), &key, &prepared)
+            .await;
+        latency::adapter_call(adapter_name, observation.outcome(), sent.elapsed());
+        failpoint::hit(if step.withdraws.is_some() {
+            FaultPoint::DuringCompensationAcceptance
+        } else {
+            FaultPoint::AfterResponseBeforeObservation
+        });
+
+        // Checkpoints 5 and 6.
+        let tx = self.pool.begin().await?;
+        let concluded = self
+            .conclude(
+                tx,
+                step,
+                attempt,
+                &key,
+                adapter.as_ref(),
+                observation.clone(),
+            )
+            .await;
+        if let Err(error) = &concluded {
+            self.keep_observation(step, attempt, &key, &observation, error)
+                .await;
+        }
+        concluded
     }
 }

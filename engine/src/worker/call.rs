@@ -1,7 +1,8 @@
-//! What a worker does with each step of a claimed batch, in a task of its own: a pure step's
-//! output, a call (checkpoint 4), a conclusion without a call, or recovery. Results go to the
-//! batch's [`super::flush::Concluder`], which settles many at once; the task waits for its
-//! step's report.
+//! Checkpoint 4, the call (docs/DESIGN.md §4), outside any transaction: what a worker does with
+//! each step of a claimed batch, in a task of its own — a pure step's output, a call, a
+//! conclusion without a call, or recovery. Results go to the batch's
+//! [`super::conclude::Concluder`] (transaction C), which settles many at once; the task waits
+//! for its step's report.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,9 +14,9 @@ use uuid::Uuid;
 
 use super::{StepReport, Worker, WorkerError, definition_of};
 use crate::adapter::{Adapter, PreparedRequest};
+use crate::domain::Authority;
 use crate::domain::{RequestKey, StepState, TransportObservation};
 use crate::failpoint::{self, FaultPoint};
-use crate::store::attempt::Authority;
 use crate::store::step::{Claimed, Settle};
 use crate::watch::latency;
 
@@ -70,6 +71,28 @@ pub(super) enum Conclusion {
 }
 
 impl Worker {
+    /// Checkpoint 4: the delivery (or, for a compensation step, the withdrawal) it asks for.
+    #[tracing::instrument(
+        name = "adapter.call",
+        skip_all,
+        fields(adapter = step.adapter.as_deref().unwrap_or_default(), withdrawal = step.withdraws.is_some())
+    )]
+    pub(super) async fn call_alone(
+        &self,
+        step: &Claimed,
+        adapter: &dyn Adapter,
+        key: &RequestKey,
+        prepared: &PreparedRequest,
+    ) -> TransportObservation {
+        let call = match &step.withdraws {
+            None => adapter.deliver(key, prepared),
+            Some(target) => {
+                Box::pin(async move { adapter.withdraw(key, target).await.into_transport() })
+            }
+        };
+        self.hold().call_renewing(step.id, call).await
+    }
+
     /// Runs one step of a batch to its report.
     pub(super) async fn execute(
         &self,

@@ -1,12 +1,14 @@
-//! Checkpoints 5 and 6 for many steps per transaction (docs/DESIGN.md §4): the concluder
+//! Checkpoints 5 and 6, transaction C, for many steps at once (docs/DESIGN.md §4): the concluder
 //! gathers results for a few milliseconds, longer while calls are in flight (or until a
 //! batch's worth arrived), and settles them in one transaction of set-based statements:
 //! receipts (carrying the accepted observation) or the observations that end the attempts, the
 //! steps' new states, dependants released, and the outbox events with each workflow's state,
 //! all driven by the rows the guarded update returned. A result the set-based path cannot
 //! settle (its lease was lost, the step already has a receipt, or a row the database refuses)
-//! goes through the one-step path of its own, so one bad row never takes the others down, and
+//! goes through the one-step path (`alone.rs`), so one bad row never takes the others down, and
 //! no observation of a call is lost.
+
+mod alone;
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -15,7 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::work::{Conclusion, Finished};
+use super::call::{Conclusion, Finished};
 use super::{StepReport, Worker, WorkerError, settled_state};
 use crate::adapter::Adapter;
 use crate::definition::{Catalog, CatalogError};

@@ -1,0 +1,222 @@
+//! Checkpoints 5 and 6 for one result, in a transaction of its own (docs/DESIGN.md §4): a
+//! recovery's attempt, a lookup's answer, and what a flush could not settle with the others.
+//! Where a step goes after an attempt that did not succeed ([`Worker::settle_after`]) is decided
+//! here for both paths.
+
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::adapter::Adapter;
+use crate::domain::{
+    AttemptOutcome, EventKind, ReceiptMethod, RequestKey, TransportObservation, event,
+};
+use crate::failpoint::{self, FaultPoint};
+use crate::store::step::{self, Claimed, Settle};
+use crate::store::{attempt, conclusion, lease, workflow};
+use crate::worker::call::Conclusion;
+use crate::worker::{StepReport, Worker, WorkerError, settled_state};
+
+impl Worker {
+    /// Checkpoints 5 and 6: the observation, then the receipt or where the step goes next.
+    #[tracing::instrument(name = "checkpoint.conclude", skip_all, fields(outcome = ?observation.outcome()))]
+    pub(in crate::worker) async fn conclude(
+        &self,
+        mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
+        step: &Claimed,
+        attempt: Uuid,
+        key: &RequestKey,
+        adapter: &dyn Adapter,
+        observation: TransportObservation,
+    ) -> Result<StepReport, WorkerError> {
+        let worker = self.config.name.as_str();
+        // The workflow first, in the order every flush takes it; then the lease must still be
+        // ours before anything is written. Every path below settles the step and so ends the
+        // lease in this transaction.
+        conclusion::lock_workflows(&mut tx, &[step.workflow_id]).await?;
+        lease::hold_lease(&mut tx, step.id, worker).await?;
+        attempt::end_attempt(&mut tx, step.id, attempt, Some(key.as_str()), &observation).await?;
+        let outcome = observation.outcome();
+        let method = ReceiptMethod::of_answer(&observation);
+        let state = match (&observation, method) {
+            (
+                TransportObservation::Accepted {
+                    external_reference,
+                    replayed,
+                    status,
+                    fields,
+                },
+                Some(method),
+            ) => {
+                // The typed receipt fields the adapter's rule read from the answer; dependants
+                // read them as `steps.<name>.<field>` (store::step::dependency_facts).
+                let summary = super::receipt_summary(*status, *replayed, fields);
+                self.hold()
+                    .record_reference(&mut tx, step, key, external_reference, method, &summary)
+                    .await?
+            }
+            _ => {
+                let settle = self.settle_after(step, adapter, &observation, outcome);
+                step::settle(&mut tx, step.id, Some(worker), settle).await?;
+                settled_state(settle)
+            }
+        };
+        workflow::announce(
+            &mut tx,
+            step.workflow_id,
+            EventKind::StepAttemptEnded,
+            &json!({
+                "step": step.id, "outcome": outcome, "state": state,
+                "logical": step.logical, "adapter": step.adapter, "method": method,
+            }),
+        )
+        .await?;
+        workflow::refresh_state(&mut tx, step.workflow_id).await?;
+        tx.commit().await?;
+        failpoint::hit(FaultPoint::AfterReceiptBeforeAck);
+        Ok(StepReport::Settled { outcome, state })
+    }
+
+    /// Where a step goes after an attempt that did not succeed: recovery for an unknown
+    /// outcome; a safe retry with back-off, rejection or review for the others.
+    pub(in crate::worker) fn settle_after(
+        &self,
+        step: &Claimed,
+        adapter: &dyn Adapter,
+        observation: &TransportObservation,
+        outcome: AttemptOutcome,
+    ) -> Settle {
+        let contract = adapter.contract();
+        match outcome {
+            // The key's age matters only to a replay, which `recover` decides with it.
+            AttemptOutcome::OutcomeUnknown => self.after_unknown(step, contract, None, None),
+            AttemptOutcome::Rejected | AttemptOutcome::FailedBeforeEffect => {
+                let attempts = step.attempt_count.max(1);
+                let (budget, backoff_ms) = match contract.retry {
+                    Some(schedule) => (
+                        i32::try_from(schedule.attempts).unwrap_or(i32::MAX),
+                        i64::try_from(schedule.backoff_after(u32::try_from(attempts).unwrap_or(1)))
+                            .unwrap_or(i64::MAX),
+                    ),
+                    None => (
+                        self.config.retry.max_attempts,
+                        self.config.retry.backoff_ms(attempts),
+                    ),
+                };
+                if observation.may_retry(contract) && attempts < budget {
+                    Settle::RetryAfter { millis: backoff_ms }
+                } else if outcome == AttemptOutcome::Rejected {
+                    Settle::Rejected
+                } else if let TransportObservation::RequestDiverged { .. } = observation {
+                    // This attempt sent nothing, but the key is bound to other bytes, which an
+                    // earlier system may have sent: a person decides.
+                    Settle::Review
+                } else {
+                    // Nothing was sent: not a review of an unknown outcome, unless an earlier
+                    // attempt may have had an effect (the settling statement checks).
+                    Settle::Unsent
+                }
+            }
+            AttemptOutcome::Succeeded => unreachable!("only an accepted observation succeeds"),
+        }
+    }
+}
+
+impl Worker {
+    /// Settles one result alone, in a transaction of its own: what a flush could not settle
+    /// with the others. If even that fails, what the destination answered is kept on the
+    /// step's timeline, and the step waits for its lease to expire and the sweeper.
+    pub(in crate::worker) async fn conclude_alone(
+        &self,
+        step: Claimed,
+        conclusion: Conclusion,
+    ) -> Result<StepReport, WorkerError> {
+        match conclusion {
+            Conclusion::Pure { output } => {
+                let mut tx = self.pool.begin().await?;
+                conclusion::lock_workflows(&mut tx, &[step.workflow_id]).await?;
+                step::complete_pure(&mut tx, step.id, self.name(), &output).await?;
+                step::release_dependants(&mut tx, step.workflow_id).await?;
+                let event = event::pure_step_succeeded(step.id, &step.logical);
+                workflow::announce(&mut tx, step.workflow_id, EventKind::StepSucceeded, &event)
+                    .await?;
+                workflow::refresh_state(&mut tx, step.workflow_id).await?;
+                tx.commit().await?;
+                Ok(StepReport::PureCompleted)
+            }
+            Conclusion::Observed {
+                attempt,
+                key,
+                adapter,
+                observation,
+            } => {
+                let tx = self.pool.begin().await?;
+                let concluded = self
+                    .conclude(
+                        tx,
+                        &step,
+                        attempt,
+                        &key,
+                        adapter.as_ref(),
+                        observation.clone(),
+                    )
+                    .await;
+                if let Err(error) = &concluded {
+                    self.keep_observation(&step, attempt, &key, &observation, error)
+                        .await;
+                }
+                concluded
+            }
+        }
+    }
+
+    /// Keeps what the destination answered on the step's timeline when it could not settle
+    /// the step: the lease was lost (the step belongs to someone else now, and this worker
+    /// changes none of its state), or the database refused the result. An answer that cannot
+    /// be stored as it is (a NUL character) is kept as its description.
+    pub(in crate::worker) async fn keep_observation(
+        &self,
+        step: &Claimed,
+        attempt: Uuid,
+        key: &RequestKey,
+        observation: &TransportObservation,
+        error: &WorkerError,
+    ) {
+        let late = matches!(error, WorkerError::LeaseLost(_));
+        let mut body = json!({ "late": late, "attempt": attempt, "observation": observation });
+        if !late {
+            body["unsettled"] = json!(error.to_string());
+        }
+        let (step_id, key) = (step.id, Some(key.as_str()));
+        let kept = async {
+            let mut conn = self.pool.acquire().await?;
+            let stored = attempt::record_observation(
+                &mut conn,
+                step_id,
+                Some(attempt),
+                key,
+                "transport",
+                &body,
+            )
+            .await;
+            if let Err(refused) = stored {
+                let described = json!({
+                    "late": late, "attempt": attempt, "unstorable": format!("{observation:?}"),
+                    "refused": refused.to_string(),
+                });
+                attempt::record_observation(
+                    &mut conn,
+                    step_id,
+                    Some(attempt),
+                    key,
+                    "transport",
+                    &described,
+                )
+                .await?;
+            }
+            Ok::<(), sqlx::Error>(())
+        };
+        if let Err(error) = kept.await {
+            tracing::error!(step = %step.id, %error, ?observation, "an observation could not be kept");
+        }
+    }
+}
