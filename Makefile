@@ -45,7 +45,7 @@ BROKEN_RULES := opaque:after_acceptance_before_response:resend_opaque \
 	idempotent:recovered_by_v2:regenerate_with_newest \
 	queryable:restore_from_backup:resume_blind
 scenarios:
-	CARGO_TARGET_DIR=$(SCENARIO_TARGET) cargo build -p server --features ssr,failpoints --bin z29c
+	CARGO_TARGET_DIR=$(SCENARIO_TARGET) cargo build -p server --features ssr,failpoints,lab --bin z29c
 	$(SCENARIO_TARGET)/debug/z29c scenario matrix
 	@for case in $(BROKEN_RULES); do \
 	   IFS=: read -r kind point rule <<< "$$case"; \
@@ -55,20 +55,21 @@ scenarios:
 	   else echo "scenario harness: the broken rule '$$rule' is caught ($$kind, $$point)"; fi; \
 	 done
 
-## Benchmarks run the release build; the console's front-end weight is that of the last
+## Benchmarks run a release build with the lab (`--features lab`: `z29c bench`), which the
+## binary a deployment builds does not have; the console's front-end weight is that of the last
 ## `make build` (PROFILE=release for the figure the README reports).
 bench-engine:
-	cargo build --release -p server --features ssr --bin z29c
+	cargo build --release -p server --features ssr,lab --bin z29c
 	$(CARGO_TARGET_DIR)/release/z29c bench engine
 	$(CARGO_TARGET_DIR)/release/z29c bench engine --http
 
 ## The engine's transactions alone, in pgbench, before and after the pipeline (on a private cluster).
 bench-pgbench:
-	cargo build --release -p server --features ssr --bin z29c
+	cargo build --release -p server --features ssr,lab --bin z29c
 	$(CARGO_TARGET_DIR)/release/z29c db exec -- scripts/pgbench/run.sh
 
 bench-console:
-	cargo build --release -p server --features ssr --bin z29c
+	cargo build --release -p server --features ssr,lab --bin z29c
 	$(CARGO_TARGET_DIR)/release/z29c bench console
 
 lint:
@@ -77,13 +78,14 @@ lint:
 	scripts/check-layout-test.py
 	scripts/check-design-names.py
 	scripts/check-design-names-test.py
-	cargo clippy --workspace --all-targets -- -D warnings
+	cargo clippy --workspace --all-targets --features server/lab -- -D warnings
+	cargo clippy -p server --bin z29c -- -D warnings
 	cargo clippy -p app --no-default-features --features hydrate --target wasm32-unknown-unknown -- -D warnings
 
 ## Needs DATABASE_URL (make test provides a private cluster through `z29c db exec`).
 unit: migrate-both
 	cargo sqlx prepare --workspace --check
-	cargo nextest run --workspace --no-fail-fast
+	cargo nextest run --workspace --features server/lab --no-fail-fast
 
 ## The browser tests, then the console's tests again on a fresh server with JavaScript off (the
 ## refusal and step-button tests already run each case both ways).

@@ -61,11 +61,13 @@ pub(crate) enum Command {
     /// Drop every projection (status, metrics, notification revisions) and rebuild it from
     /// durable state.
     RebuildProjections(DatabaseArgs),
-    /// Measure throughput and page latency on this machine.
+    /// Measure throughput and page latency on this machine (a build with `--features lab`).
+    #[cfg(feature = "lab")]
     #[command(subcommand)]
     Bench(BenchCommand),
     /// Kill workers between commits and judge recovery against the destinations' ledgers
-    /// (needs a build with `--features failpoints`).
+    /// (a build with `--features lab,failpoints`).
+    #[cfg(feature = "lab")]
     #[command(subcommand)]
     Scenario(ScenarioCommand),
     #[command(flatten)]
@@ -77,23 +79,25 @@ pub(crate) enum Command {
     },
 }
 
+#[cfg(feature = "lab")]
 #[derive(Debug, Subcommand)]
 pub(crate) enum ScenarioCommand {
     /// Every fault point × every destination kind.
-    Matrix(crate::harness::scenario::MatrixArgs),
+    Matrix(crate::lab::scenario::MatrixArgs),
     /// Many workflows, several worker processes, random SIGKILLs; reproducible from a seed.
-    Soak(crate::harness::scenario::SoakArgs),
+    Soak(crate::lab::scenario::SoakArgs),
 }
 
+#[cfg(feature = "lab")]
 #[derive(Debug, Subcommand)]
 pub(crate) enum BenchCommand {
     /// Full-protocol steps per second, as a ratio to single-row UPDATE transactions per second.
-    Engine(crate::harness::bench::EngineBenchArgs),
+    Engine(crate::lab::bench::EngineBenchArgs),
     /// Console page latency at 10k, 100k and 1M workflows, and the front-end's weight.
-    Console(crate::harness::bench::ConsoleBenchArgs),
+    Console(crate::lab::bench::ConsoleBenchArgs),
     /// One worker process of `bench engine` (started by it, not by hand).
     #[command(hide = true)]
-    EngineWorker(crate::harness::bench::EngineWorkerArgs),
+    EngineWorker(crate::lab::bench::EngineWorkerArgs),
 }
 
 #[derive(Debug, clap::Args)]

@@ -1,5 +1,5 @@
 //! What each `z29c` command does, once its arguments are parsed: the long-running ones start in
-//! `startup`, the harness ones in `harness`; the operator commands (tokens, users, adapters,
+//! `startup`, the lab's (with `--features lab`) in `lab`; the operator commands (tokens, users, adapters,
 //! checks, migrations, private clusters) run here to completion.
 
 use std::process::ExitCode;
@@ -7,12 +7,13 @@ use std::process::ExitCode;
 use anyhow::Context;
 use engine::embedded_pg::{Durability, EmbeddedPostgres};
 
-use crate::cli::{
-    AdapterCommand, BenchCommand, CheckArgs, Cli, Command, DbCommand, ScenarioCommand,
-    TokenCommand, UserCommand,
-};
+use crate::cli::{AdapterCommand, CheckArgs, Cli, Command, DbCommand, TokenCommand, UserCommand};
+#[cfg(feature = "lab")]
+use crate::cli::{BenchCommand, ScenarioCommand};
 use crate::database::Database;
-use crate::harness::{bench, demo, scenario};
+use crate::demo;
+#[cfg(feature = "lab")]
+use crate::lab::{bench, scenario};
 use crate::startup::{serve, worker};
 
 impl Cli {
@@ -54,16 +55,21 @@ impl Cli {
                 Command::Db(DbCommand::Exec { durable, command }) => {
                     db_exec(durable, command).await
                 }
+                #[cfg(feature = "lab")]
                 Command::Scenario(ScenarioCommand::Matrix(args)) => scenario::matrix(args).await,
+                #[cfg(feature = "lab")]
                 Command::Scenario(ScenarioCommand::Soak(args)) => scenario::soak(args).await,
+                #[cfg(feature = "lab")]
                 Command::Bench(BenchCommand::Engine(args)) => {
                     bench::engine(args).await?;
                     Ok(ExitCode::SUCCESS)
                 }
+                #[cfg(feature = "lab")]
                 Command::Bench(BenchCommand::EngineWorker(args)) => {
                     bench::engine_worker(args).await?;
                     Ok(ExitCode::SUCCESS)
                 }
+                #[cfg(feature = "lab")]
                 Command::Bench(BenchCommand::Console(args)) => {
                     bench::console(args).await?;
                     Ok(ExitCode::SUCCESS)

@@ -21,6 +21,7 @@ impl crate::cli::PolicyArgs {
         let mut secrets_dir = self.secrets_dir.clone();
         let own_destinations = match command {
             Command::Serve(args) if args.demo => Some(args.demo_data_dir.clone()),
+            #[cfg(feature = "lab")]
             Command::Scenario(_) | Command::Bench(_) => Some(std::env::temp_dir()),
             _ => None,
         };

@@ -69,12 +69,9 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 
 /// Starts the demo destinations, seeds the demo workflows and creates the `demo` approver
 /// (printing its password on the first start only).
-async fn start_demo(
-    pool: &sqlx::PgPool,
-    args: &ServeArgs,
-) -> anyhow::Result<crate::harness::demo::Demo> {
-    let demo = crate::harness::demo::Demo::start(pool, &args.demo_data_dir).await?;
-    let seeded = crate::harness::demo::seed(pool).await?;
+async fn start_demo(pool: &sqlx::PgPool, args: &ServeArgs) -> anyhow::Result<crate::demo::Demo> {
+    let demo = crate::demo::Demo::start(pool, &args.demo_data_dir).await?;
+    let seeded = crate::demo::seed(pool).await?;
     println!("demo: five destinations started; {seeded} new demo workflow(s)");
     match engine::operators::add(pool, "demo", engine::domain::Role::Approver).await {
         Ok(password) => println!("demo: sign in as `demo` with password {password} (shown once)"),

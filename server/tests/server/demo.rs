@@ -8,7 +8,7 @@ use std::time::Duration;
 use destinations::{Kind, RunningDestination, Secret, Service};
 use engine::domain::StepState;
 use engine::read::queue::{QueueFilter, QueueRow, queue};
-use server::harness::demo::{self, Endpoints, Secrets, control_token, wait_until_up};
+use server::demo::{self, Endpoints, Secrets, control_token, wait_until_up};
 use sqlx::PgPool;
 use tokio::process::Command;
 

@@ -25,9 +25,7 @@ pub fn allow_temporary_secrets() {
 
 /// Applies the definitions shipped in the repository, as the demo does.
 pub async fn shipped(pool: &PgPool) {
-    server::harness::shipped::apply_definitions(pool)
-        .await
-        .unwrap();
+    server::shipped::apply_definitions(pool).await.unwrap();
 }
 
 /// Rows a server test starts from that no API call produces on demand, each named for the

@@ -17,7 +17,7 @@ use super::judge::judge;
 use super::processes::run_worker;
 use super::setup::{database, drop_databases};
 use super::target::{self, Target};
-use crate::harness::bench::BenchDatabase;
+use crate::lab::bench::BenchDatabase;
 
 /// Settings of `z29c scenario matrix`.
 #[derive(Debug, Clone, clap::Args)]
@@ -265,7 +265,7 @@ async fn run_one(
     }
     let (url, pool) = database(db, admin, name).await?;
     engine::db::MIGRATOR.run(&pool).await?;
-    crate::harness::shipped::apply_definitions(&pool).await?;
+    crate::shipped::apply_definitions(&pool).await?;
     target::apply_definitions(&pool).await?;
     let running = target::start(db, admin, &pool, &format!("{name}_dest"), target, "docs").await?;
     let workflows = start_workflows(&pool, target, name, point, args.workflows).await?;

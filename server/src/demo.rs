@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use destinations::{ControlToken, FaultPlan, FaultRule, Kind, Service};
-use engine::domain::{RequestKey, StepKey};
+use engine::domain::{ContractKind, RequestKey, StepKey};
 use sqlx::PgPool;
 use tokio::process::{Child, Command};
 use uuid::Uuid;
@@ -170,7 +170,7 @@ pub async fn register(
     for (kind, adapter, review) in PROTOCOL_ADAPTERS {
         let base_url = endpoints.of(Service::Protocol(kind));
         let contract = engine::adapter::contracts::declared(
-            crate::harness::contract_kind(kind),
+            crate::demo::contract_kind(kind),
             DEADLINE_MS,
             WINDOW_MS,
             review,
@@ -302,4 +302,13 @@ fn destination_secrets(kind: destinations::Service) -> anyhow::Result<destinatio
         }
     }
     Ok(config)
+}
+
+/// The contract a synthetic destination of `kind` lets its adapter declare.
+pub fn contract_kind(kind: destinations::Kind) -> ContractKind {
+    match kind {
+        destinations::Kind::Idempotent => ContractKind::Idempotent,
+        destinations::Kind::Queryable => ContractKind::Queryable,
+        destinations::Kind::Opaque => ContractKind::Opaque,
+    }
 }

@@ -43,7 +43,7 @@ pub async fn console(args: ConsoleBenchArgs) -> anyhow::Result<()> {
     let db = BenchDatabase::open().await?;
     let pool = db.pool(16, false).await?;
     engine::db::MIGRATOR.run(&pool).await?;
-    crate::harness::shipped::apply_definitions(&pool).await?;
+    crate::shipped::apply_definitions(&pool).await?;
     register_adapters(&pool).await?;
     let (base, server) = serve(&pool, &args.site_root).await?;
     let session = Session::sign_in(&base, &pool).await?;

@@ -14,7 +14,7 @@ use super::processes::{
 };
 use super::setup::delay_deliveries;
 use super::target::Running;
-use crate::harness::bench::BenchDatabase;
+use crate::lab::bench::BenchDatabase;
 
 /// Answers delayed to around the adapter's 1,000 ms deadline: no kill, only timing.
 pub(super) const TIMING: &str = "response_at_";

@@ -75,7 +75,7 @@ pub async fn engine(args: EngineBenchArgs) -> anyhow::Result<()> {
             .run(&pool)
             .await
             .context("migrating the bench database")?;
-        crate::harness::shipped::apply_definitions(&pool).await?;
+        crate::shipped::apply_definitions(&pool).await?;
         pool.close().await;
     }
     let destination = if args.http {

@@ -8,15 +8,15 @@ use sqlx::PgPool;
 pub const DEFINITIONS: [(&str, &str); 3] = [
     (
         "definitions/document_delivery.v1.yaml",
-        include_str!("../../../definitions/document_delivery.v1.yaml"),
+        include_str!("../../definitions/document_delivery.v1.yaml"),
     ),
     (
         "definitions/document_delivery.v2.yaml",
-        include_str!("../../../definitions/document_delivery.v2.yaml"),
+        include_str!("../../definitions/document_delivery.v2.yaml"),
     ),
     (
         "definitions/payment_receipt.v1.yaml",
-        include_str!("../../../definitions/payment_receipt.v1.yaml"),
+        include_str!("../../definitions/payment_receipt.v1.yaml"),
     ),
 ];
 

@@ -13,11 +13,11 @@ use sqlx::PgPool;
 use super::Endpoints;
 
 /// `adapters/payments.yaml`.
-const PAYMENTS: &str = include_str!("../../../../adapters/payments.yaml");
+const PAYMENTS: &str = include_str!("../../../adapters/payments.yaml");
 /// `adapters/partner-webhook.yaml`.
-const PARTNER_WEBHOOK: &str = include_str!("../../../../adapters/partner-webhook.yaml");
+const PARTNER_WEBHOOK: &str = include_str!("../../../adapters/partner-webhook.yaml");
 /// `adapters/queryable-docs.yaml`: the mail service is the queryable protocol destination.
-const QUERYABLE_DOCS: &str = include_str!("../../../../adapters/queryable-docs.yaml");
+const QUERYABLE_DOCS: &str = include_str!("../../../adapters/queryable-docs.yaml");
 
 /// The environment variables the shipped files name for their secrets.
 const PAYMENTS_KEY_ENV: &str = "Z29C_PAYMENTS_API_KEY";

@@ -11,7 +11,7 @@ use super::judge::judge;
 use super::processes::{settled, stop, worker_command};
 use super::setup::{database, delay_deliveries};
 use super::target::{self, Running, Target};
-use crate::harness::bench::BenchDatabase;
+use crate::lab::bench::BenchDatabase;
 
 /// Settings of `z29c scenario soak`.
 #[derive(Debug, Clone, clap::Args)]
@@ -91,7 +91,7 @@ pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
     let name = format!("soak_{}", args.seed);
     let (url, pool) = database(&db, &admin, &name).await?;
     engine::db::MIGRATOR.run(&pool).await?;
-    crate::harness::shipped::apply_definitions(&pool).await?;
+    crate::shipped::apply_definitions(&pool).await?;
     target::apply_definitions(&pool).await?;
     let destinations = start_destinations(&db, &admin, &pool, &name, args.workflows).await?;
     let by_kind = start_workflows(&pool, &name, &mut rng, &destinations, args.workflows).await?;

@@ -6,7 +6,7 @@ use destinations::{Fault, FaultPlan, FaultRule, Kind, Match, Operation, RunningD
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
-use crate::harness::bench::BenchDatabase;
+use crate::lab::bench::BenchDatabase;
 
 /// Creates database `name` on the harness's server; returns its URL and a pool.
 pub(super) async fn database(
@@ -84,12 +84,8 @@ pub(super) async fn destination(
         },
     )
     .await?;
-    let contract = engine::adapter::contracts::declared(
-        crate::harness::contract_kind(kind),
-        1_000,
-        300,
-        false,
-    );
+    let contract =
+        engine::adapter::contracts::declared(crate::demo::contract_kind(kind), 1_000, 300, false);
     engine::adapter::apply::register_trusted(z29c, adapter, &destination.base_url(), &contract)
         .await?;
     Ok(destination)

@@ -12,7 +12,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::setup::{database, destination};
-use crate::harness::bench::BenchDatabase;
+use crate::lab::bench::BenchDatabase;
 
 /// The payments adapter file as shipped.
 const PAYMENTS_ADAPTER: &str = include_str!("../../../../adapters/payments.yaml");
