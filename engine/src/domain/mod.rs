@@ -29,7 +29,7 @@ pub use identity::{InputDigest, RequestKey, StepKey};
 pub use incident::{Disposition, IncidentKind};
 pub use lookup::LookupObservation;
 pub use outcome::{AttemptOutcome, TransportObservation};
-pub use receipt::ReceiptMethod;
+pub use receipt::{AcceptedReceipt, ReceiptMethod};
 pub use recovery::{
     LookupAnswer, RecoveryDecision, ReviewReason, UnknownOutcomeFacts, decide_after_unknown,
 };

@@ -1,8 +1,58 @@
 //! How a receipt was obtained (docs/DESIGN.md §8). Mirrors the PostgreSQL enum `receipt_method`.
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 use super::outcome::TransportObservation;
+
+/// The receipt an accepted answer makes, but for the rows it names: the reference, how the
+/// answer proves it, whether it proves a delivery or a withdrawal, and a bounded summary of
+/// the answer. The one constructor both ways an attempt settles use (docs/DESIGN.md §8).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AcceptedReceipt {
+    pub external_reference: String,
+    pub method: ReceiptMethod,
+    /// `accepted` for a delivery, `withdrawn` for a compensation step's withdrawal.
+    pub completion_state: &'static str,
+    pub summary: Value,
+}
+
+/// How much of an answer's typed fields a receipt keeps.
+const SUMMARY_BYTES: usize = 3072;
+
+impl AcceptedReceipt {
+    /// What a receipt proves: `withdrawn` for a compensation step's withdrawal, else `accepted`.
+    pub fn completion_state(withdrawal: bool) -> &'static str {
+        if withdrawal { "withdrawn" } else { "accepted" }
+    }
+
+    /// The receipt `observation` makes, if the destination accepted the request; `withdrawal`
+    /// when the call was a compensation step's withdrawal. A rule reading a whole body is cut
+    /// off at 3 KiB of typed fields.
+    pub fn of_answer(observation: &TransportObservation, withdrawal: bool) -> Option<Self> {
+        let TransportObservation::Accepted {
+            external_reference,
+            replayed,
+            status,
+            fields,
+        } = observation
+        else {
+            return None;
+        };
+        let fields = json!(fields);
+        let fields = if fields.to_string().len() > SUMMARY_BYTES {
+            json!({ "omitted": "the typed fields came to more than 3 KiB" })
+        } else {
+            fields
+        };
+        Some(Self {
+            external_reference: external_reference.clone(),
+            method: ReceiptMethod::of_answer(observation)?,
+            completion_state: Self::completion_state(withdrawal),
+            summary: json!({ "status": status, "replayed": replayed, "fields": fields }),
+        })
+    }
+}
 
 /// How the external reference a receipt names was proven.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -84,6 +134,26 @@ mod tests {
         assert_eq!(
             ReceiptMethod::of_answer(&accepted(true)),
             Some(ReceiptMethod::IdempotentReplay)
+        );
+    }
+
+    #[test]
+    fn a_receipt_keeps_the_typed_fields_unless_they_exceed_three_kibibytes() {
+        let accepted = |value: &str| TransportObservation::Accepted {
+            status: 201,
+            external_reference: "ch_1".into(),
+            replayed: false,
+            fields: [("note".to_owned(), serde_json::json!(value))].into(),
+        };
+        let small = AcceptedReceipt::of_answer(&accepted("paid"), true).unwrap();
+        assert_eq!(small.completion_state, "withdrawn");
+        assert_eq!(small.summary["fields"]["note"], "paid");
+        let large = AcceptedReceipt::of_answer(&accepted(&"x".repeat(4000)), false).unwrap();
+        assert_eq!(large.completion_state, "accepted");
+        assert!(large.summary["fields"]["omitted"].is_string());
+        assert_eq!(
+            AcceptedReceipt::of_answer(&TransportObservation::Restored, false),
+            None
         );
     }
 

@@ -31,10 +31,11 @@ pub async fn lock_workflows(
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Settling {
     pub step: Uuid,
-    /// The lease it was claimed under: a step claimed again since is not this result's.
-    pub lease: Uuid,
-    /// The state the step must still be in under this worker's lease.
-    pub expected: StepState,
+    /// The lease it was claimed under: a step claimed again since is not this result's. None
+    /// settles it under any lease this worker holds (a step recovered one at a time).
+    pub lease: Option<Uuid>,
+    /// The state the step must still be in under this worker's lease; none for any.
+    pub expected: Option<StepState>,
     /// The attempt it ends (none for a pure step).
     pub attempt: Option<Uuid>,
     pub request_key: Option<String>,
@@ -61,11 +62,12 @@ pub struct NewBatchReceipt {
     pub summary: Value,
 }
 
-/// Settles every result whose step this worker still holds under the same lease in its
-/// expected state: a receipt for an accepted reference (the step must have none yet), else the
-/// observation that ends the attempt; then the step's new state, with its lease ended. Returns
+/// The one statement attempts settle by, many at a time or one (docs/DESIGN.md §4, C): every
+/// result whose step this worker still holds under the same lease in its expected state gets a
+/// receipt for an accepted reference (the step must have none yet), else the observation that
+/// ends the attempt; then the step's new state, with its lease ended. Returns
 /// the steps settled, with their workflow; a step not returned was left untouched (its lease
-/// was lost, or it needs the one-at-a-time path).
+/// was lost, or it already holds a receipt: a duplicate for the one-at-a-time remainder).
 pub async fn settle(
     conn: &mut PgConnection,
     holder: &str,
@@ -79,7 +81,8 @@ pub async fn settle(
                    completion_state text, summary jsonb, next step_state, delay_ms bigint, output jsonb)
            ), held as (
                select s.id, s.workflow_id, s.definition_version from step s join r on r.step = s.id
-               where s.lease_holder = $1 and s.lease_id = r.lease and s.state = r.expected
+               where s.lease_holder = $1 and (r.lease is null or s.lease_id = r.lease)
+                 and (r.expected is null or s.state = r.expected)
                  and (r.receipt_id is null or s.receipt_id is null)
                for update of s
            ), receipted as (

@@ -132,27 +132,6 @@ pub async fn dependency_facts(conn: &mut PgConnection, workflow: Uuid) -> sqlx::
     .await
 }
 
-/// Completes a pure step with its output, guarded by the lease.
-pub async fn complete_pure(
-    conn: &mut PgConnection,
-    step: Uuid,
-    worker: &str,
-    output: &Value,
-) -> Result<(), GuardedError> {
-    let rows = sqlx::query!(
-        r#"update step set state = 'succeeded', output = $3, lease_holder = null,
-                           lease_id = null, updated_at = now()
-           where id = $1 and lease_holder = $2 and state = 'running'"#,
-        step,
-        worker,
-        output,
-    )
-    .execute(conn)
-    .await?
-    .rows_affected();
-    guard(rows, step)
-}
-
 /// Where a step goes after an attempt that did not succeed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Settle {

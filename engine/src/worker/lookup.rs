@@ -14,7 +14,9 @@ use super::identity::{bind_regenerated, prepare};
 use super::{StepReport, WorkerError, adapter_for, request_key};
 use crate::adapter::registry::Adapters;
 use crate::adapter::{Adapter, BoxFuture, LookupObservation};
-use crate::domain::{EventKind, LookupAnswer, ReceiptMethod, RequestKey, StepState};
+use crate::domain::{
+    AcceptedReceipt, EventKind, LookupAnswer, ReceiptMethod, RequestKey, StepState,
+};
 use crate::failpoint::{self, FaultPoint};
 use crate::store::receipt::{self, NewReceipt, ReceiptOutcome};
 use crate::store::step::{self, Claimed, Settle};
@@ -290,11 +292,7 @@ impl Hold<'_> {
             step: step.id,
             request_key: key.as_str(),
             external_reference,
-            completion_state: if step.withdraws.is_some() {
-                "withdrawn"
-            } else {
-                "accepted"
-            },
+            completion_state: AcceptedReceipt::completion_state(step.withdraws.is_some()),
             method,
             result_summary: summary,
             author: None,

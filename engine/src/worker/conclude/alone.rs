@@ -1,23 +1,28 @@
-//! Checkpoints 5 and 6 for one result, in a transaction of its own (docs/DESIGN.md §4): a
-//! recovery's attempt, a lookup's answer, and what a flush could not settle with the others.
-//! Where a step goes after an attempt that did not succeed ([`Worker::settle_after`]) is decided
-//! here for both paths.
+//! Checkpoints 5 and 6 for one result (docs/DESIGN.md §4): a recovery's attempt, an attempt
+//! concluded without a call, and what a flush could not settle with the others — the same
+//! [`Worker::settle`] with a batch of one, and what only one step at a time can have: a lost
+//! lease, a duplicate reference. Where a step goes after an attempt that did not succeed
+//! ([`Worker::settle_after`]) is decided here for both.
 
 use serde_json::json;
 use uuid::Uuid;
 
+use super::{Attempted, prepared, report_of};
 use crate::adapter::Adapter;
-use crate::domain::{
-    AttemptOutcome, EventKind, ReceiptMethod, RequestKey, TransportObservation, event,
-};
+use crate::domain::{AcceptedReceipt, AttemptOutcome, EventKind, RequestKey, TransportObservation};
 use crate::failpoint::{self, FaultPoint};
-use crate::store::step::{self, Claimed, Settle};
-use crate::store::{attempt, conclusion, lease, workflow};
+use crate::store::attempt;
+use crate::store::guard::LeaseLost;
+use crate::store::lease;
+use crate::store::step::{Claimed, Settle};
+use crate::store::workflow;
 use crate::worker::call::Conclusion;
-use crate::worker::{StepReport, Worker, WorkerError, settled_state};
+use crate::worker::{StepReport, Worker, WorkerError};
 
 impl Worker {
-    /// Checkpoints 5 and 6: the observation, then the receipt or where the step goes next.
+    /// Checkpoints 5 and 6 for one attempt, in `tx`: [`Worker::settle`] with a batch of one,
+    /// under whatever lease of this worker the step holds. What it leaves goes to
+    /// [`Worker::settle_duplicate`].
     #[tracing::instrument(name = "checkpoint.conclude", skip_all, fields(outcome = ?observation.outcome()))]
     pub(in crate::worker) async fn conclude(
         &self,
@@ -28,45 +33,65 @@ impl Worker {
         adapter: &dyn Adapter,
         observation: TransportObservation,
     ) -> Result<StepReport, WorkerError> {
-        let worker = self.config.name.as_str();
-        // The workflow first, in the order every flush takes it; then the lease must still be
-        // ours before anything is written. Every path below settles the step and so ends the
-        // lease in this transaction.
-        conclusion::lock_workflows(&mut tx, &[step.workflow_id]).await?;
-        lease::hold_lease(&mut tx, step.id, worker).await?;
-        attempt::end_attempt(&mut tx, step.id, attempt, Some(key.as_str()), &observation).await?;
-        let outcome = observation.outcome();
-        let method = ReceiptMethod::of_answer(&observation);
-        let state = match (&observation, method) {
-            (
-                TransportObservation::Accepted {
-                    external_reference,
-                    replayed,
-                    status,
-                    fields,
-                },
-                Some(method),
-            ) => {
-                // The typed receipt fields the adapter's rule read from the answer; dependants
-                // read them as `steps.<name>.<field>` (store::step::dependency_facts).
-                let summary = super::receipt_summary(*status, *replayed, fields);
-                self.hold()
-                    .record_reference(&mut tx, step, key, external_reference, method, &summary)
-                    .await?
-            }
-            _ => {
-                let settle = self.settle_after(step, adapter, &observation, outcome);
-                step::settle(&mut tx, step.id, Some(worker), settle).await?;
-                settled_state(settle)
-            }
+        let attempted = Attempted {
+            attempt,
+            key,
+            adapter,
+            observation: &observation,
         };
+        let prepared = prepared(step, self.observed_settling(step, None, None, &attempted));
+        if self
+            .settle(&mut tx, std::slice::from_ref(&prepared))
+            .await?
+            .contains(&step.id)
+        {
+            tx.commit().await?;
+            failpoint::hit(FaultPoint::AfterReceiptBeforeAck);
+            return Ok(report_of(&prepared));
+        }
+        self.settle_duplicate(tx, step, attempt, key, &observation)
+            .await
+    }
+
+    /// What [`Worker::settle`] leaves of one attempt: the lease lost (an error: this worker
+    /// changes nothing, and the answer is kept on the timeline), or an accepted answer for a
+    /// step that already holds a receipt — a second reference for one request, which
+    /// `record_reference` records as a duplicate-effect incident (docs/DESIGN.md §9).
+    async fn settle_duplicate(
+        &self,
+        mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
+        step: &Claimed,
+        attempt: Uuid,
+        key: &RequestKey,
+        observation: &TransportObservation,
+    ) -> Result<StepReport, WorkerError> {
+        lease::hold_lease(&mut tx, step.id, self.name()).await?;
+        attempt::end_attempt(&mut tx, step.id, attempt, Some(key.as_str()), observation).await?;
+        let Some(accepted) = AcceptedReceipt::of_answer(observation, step.withdraws.is_some())
+        else {
+            // Held, and the attempt not yet ended, yet the statement settled nothing: another
+            // writer moved the step under this lease. Nothing of it is this worker's to change.
+            return Err(WorkerError::LeaseLost(LeaseLost { step: step.id }));
+        };
+        let outcome = observation.outcome();
+        let state = self
+            .hold()
+            .record_reference(
+                &mut tx,
+                step,
+                key,
+                &accepted.external_reference,
+                accepted.method,
+                &accepted.summary,
+            )
+            .await?;
         workflow::announce(
             &mut tx,
             step.workflow_id,
             EventKind::StepAttemptEnded,
             &json!({
                 "step": step.id, "outcome": outcome, "state": state,
-                "logical": step.logical, "adapter": step.adapter, "method": method,
+                "logical": step.logical, "adapter": step.adapter, "method": accepted.method,
             }),
         )
         .await?;
@@ -131,15 +156,16 @@ impl Worker {
         conclusion: Conclusion,
     ) -> Result<StepReport, WorkerError> {
         match conclusion {
-            Conclusion::Pure { output } => {
+            Conclusion::Pure { .. } => {
+                let prepared = self.prepare(&step, None, None, &conclusion);
                 let mut tx = self.pool.begin().await?;
-                conclusion::lock_workflows(&mut tx, &[step.workflow_id]).await?;
-                step::complete_pure(&mut tx, step.id, self.name(), &output).await?;
-                step::release_dependants(&mut tx, step.workflow_id).await?;
-                let event = event::pure_step_succeeded(step.id, &step.logical);
-                workflow::announce(&mut tx, step.workflow_id, EventKind::StepSucceeded, &event)
-                    .await?;
-                workflow::refresh_state(&mut tx, step.workflow_id).await?;
+                if !self
+                    .settle(&mut tx, std::slice::from_ref(&prepared))
+                    .await?
+                    .contains(&step.id)
+                {
+                    return Err(WorkerError::LeaseLost(LeaseLost { step: step.id }));
+                }
                 tx.commit().await?;
                 Ok(StepReport::PureCompleted)
             }

@@ -22,11 +22,13 @@ use super::{StepReport, Worker, WorkerError, settled_state};
 use crate::adapter::Adapter;
 use crate::definition::{Catalog, CatalogError};
 use crate::domain::words::{DuplicateStatus, StepWords, sentences_by_state, status_sentence};
-use crate::domain::{EventKind, ReceiptMethod, RequestKey, StepState, TransportObservation, event};
+use crate::domain::{
+    AcceptedReceipt, EventKind, RequestKey, StepState, TransportObservation, event,
+};
 use crate::store::batch;
 use crate::store::conclusion::{self, Announcing, NewBatchReceipt, Settling};
 use crate::store::projection::{self, KeptStatus};
-use crate::store::step::Settle;
+use crate::store::step::{Claimed, Settle};
 
 /// How long the concluder waits for more results before it settles what it has, when no
 /// other call is in flight.
@@ -86,7 +88,17 @@ struct Prepared {
 impl Worker {
     /// Settles `items` together; what the set-based path leaves goes one at a time.
     pub(super) async fn flush(&self, items: Vec<Finished>, done_leases: &[Uuid]) {
-        let prepared: Vec<Prepared> = items.iter().map(|f| self.prepare_settling(f)).collect();
+        let prepared: Vec<Prepared> = items
+            .iter()
+            .map(|f| {
+                let expected = if f.step.state == StepState::Invoking {
+                    StepState::Invoking
+                } else {
+                    StepState::Running
+                };
+                self.prepare(&f.step, Some(f.lease), Some(expected), &f.conclusion)
+            })
+            .collect();
         let settled = match self.settle_many(&prepared, done_leases).await {
             Ok(settled) => settled,
             Err(error) => {
@@ -104,70 +116,89 @@ impl Worker {
         }
     }
 
-    /// The set-based transaction; returns the steps it settled.
+    /// [`Worker::settle`] in a transaction of its own, which also drops `done_leases`.
     async fn settle_many(
         &self,
         prepared: &[Prepared],
         done_leases: &[Uuid],
     ) -> Result<BTreeSet<Uuid>, WorkerError> {
         let mut tx = self.pool.begin().await?;
-        let owners: BTreeSet<Uuid> = prepared.iter().map(|p| p.workflow).collect();
-        let owners: Vec<Uuid> = owners.into_iter().collect();
-        let revisions = conclusion::lock_workflows(&mut tx, &owners).await?;
-        let settlings: Vec<Settling> = prepared.iter().map(|p| p.settling.clone()).collect();
-        let settled = conclusion::settle(&mut tx, self.name(), &settlings).await?;
-        let settled_steps: BTreeSet<Uuid> = settled.iter().map(|(s, _)| *s).collect();
-        let touched: BTreeSet<Uuid> = settled.iter().map(|(_, w)| *w).collect();
-        let touched: Vec<Uuid> = touched.into_iter().collect();
-        if !touched.is_empty() {
-            let released: Vec<Uuid> = settled
-                .iter()
-                .filter(|(s, _)| {
-                    prepared
-                        .iter()
-                        .any(|p| p.settling.step == *s && p.settling.next == StepState::Succeeded)
-                })
-                .map(|(_, w)| *w)
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .collect();
-            if !released.is_empty() {
-                conclusion::release_dependants(&mut tx, &released).await?;
-            }
-            let events: Vec<Announcing> = prepared
-                .iter()
-                .filter(|p| settled_steps.contains(&p.settling.step))
-                .map(|p| Announcing {
-                    event_id: Uuid::now_v7(),
-                    workflow: p.workflow,
-                    kind: p.event.0.as_str(),
-                    payload: p.event.1.clone(),
-                })
-                .collect();
-            let spare: Vec<Uuid> = touched.iter().map(|_| Uuid::now_v7()).collect();
-            conclusion::announce(&mut tx, &events, &touched, &spare).await?;
-            let kept = status_kept(&mut tx, prepared, &settled_steps, &revisions).await?;
-            if !kept.is_empty() {
-                projection::keep_statuses(&mut tx, &kept).await?;
-            }
-        }
+        let settled = self.settle(&mut tx, prepared).await?;
         if !done_leases.is_empty() {
             batch::drop_leases(&mut tx, self.name(), done_leases).await?;
         }
         tx.commit().await?;
         crate::failpoint::hit(crate::failpoint::FaultPoint::AfterReceiptBeforeAck);
+        Ok(settled)
+    }
+
+    /// Checkpoints 5 and 6 for `prepared`, in the caller's transaction: the one way an attempt
+    /// settles, for a flush of many and for one result alone. Locks the workflows in id order,
+    /// writes each receipt or ending observation and moves each step still held (one
+    /// statement), releases dependants, announces the events with each workflow's state, and
+    /// keeps the status projection current. Returns the steps it settled; the others were left
+    /// untouched.
+    async fn settle(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        prepared: &[Prepared],
+    ) -> Result<BTreeSet<Uuid>, WorkerError> {
+        let owners: BTreeSet<Uuid> = prepared.iter().map(|p| p.workflow).collect();
+        let owners: Vec<Uuid> = owners.into_iter().collect();
+        let revisions = conclusion::lock_workflows(&mut *tx, &owners).await?;
+        let settlings: Vec<Settling> = prepared.iter().map(|p| p.settling.clone()).collect();
+        let settled = conclusion::settle(&mut *tx, self.name(), &settlings).await?;
+        let settled_steps: BTreeSet<Uuid> = settled.iter().map(|(s, _)| *s).collect();
+        let touched: BTreeSet<Uuid> = settled.iter().map(|(_, w)| *w).collect();
+        let touched: Vec<Uuid> = touched.into_iter().collect();
+        if touched.is_empty() {
+            return Ok(settled_steps);
+        }
+        let released: BTreeSet<Uuid> = prepared
+            .iter()
+            .filter(|p| {
+                settled_steps.contains(&p.settling.step) && p.settling.next == StepState::Succeeded
+            })
+            .map(|p| p.workflow)
+            .collect();
+        if !released.is_empty() {
+            let released: Vec<Uuid> = released.into_iter().collect();
+            conclusion::release_dependants(&mut *tx, &released).await?;
+        }
+        let events: Vec<Announcing> = prepared
+            .iter()
+            .filter(|p| settled_steps.contains(&p.settling.step))
+            .map(|p| Announcing {
+                event_id: Uuid::now_v7(),
+                workflow: p.workflow,
+                kind: p.event.0.as_str(),
+                payload: p.event.1.clone(),
+            })
+            .collect();
+        let spare: Vec<Uuid> = touched.iter().map(|_| Uuid::now_v7()).collect();
+        conclusion::announce(&mut *tx, &events, &touched, &spare).await?;
+        let kept = status_kept(&mut *tx, prepared, &settled_steps, &revisions).await?;
+        if !kept.is_empty() {
+            projection::keep_statuses(&mut *tx, &kept).await?;
+        }
         Ok(settled_steps)
     }
 
-    /// How the set-based statements settle `item`, and the event that announces it.
-    fn prepare_settling(&self, item: &Finished) -> Prepared {
-        let step = &item.step;
-        let (settling, event) = match &item.conclusion {
+    /// How [`Worker::settle`] takes `conclusion` of `step`, claimed under `lease` and expected
+    /// in `expected` (none: under any lease of this worker, in any state), and its event.
+    fn prepare(
+        &self,
+        step: &Claimed,
+        lease: Option<Uuid>,
+        expected: Option<StepState>,
+        conclusion: &Conclusion,
+    ) -> Prepared {
+        let (settling, event) = match conclusion {
             Conclusion::Pure { output } => (
                 Settling {
                     step: step.id,
-                    lease: item.lease,
-                    expected: StepState::Running,
+                    lease,
+                    expected: Some(StepState::Running),
                     attempt: None,
                     request_key: None,
                     outcome: None,
@@ -187,68 +218,54 @@ impl Worker {
                 key,
                 adapter,
                 observation,
-            } => self.observed_settling(item, *attempt, key, adapter.as_ref(), observation),
+            } => {
+                let attempt = Attempted {
+                    attempt: *attempt,
+                    key,
+                    adapter: adapter.as_ref(),
+                    observation,
+                };
+                self.observed_settling(step, lease, expected, &attempt)
+            }
         };
-        Prepared {
-            settling,
-            workflow: step.workflow_id,
-            event,
-            logical: step.logical.clone(),
-            definition: (step.definition_name.clone(), step.definition_version),
-        }
+        prepared(step, (settling, event))
     }
 
-    /// [`Worker::prepare_settling`] for an attempt that observed `observation`: a receipt if
-    /// it was accepted, else where the step goes by its contract.
+    /// [`Worker::prepare`] for an attempt that observed something: a receipt if it was
+    /// accepted, else where the step goes by its contract.
     fn observed_settling(
         &self,
-        item: &Finished,
-        attempt: Uuid,
-        key: &RequestKey,
-        adapter: &dyn Adapter,
-        observation: &TransportObservation,
+        step: &Claimed,
+        lease: Option<Uuid>,
+        expected: Option<StepState>,
+        attempted: &Attempted<'_>,
     ) -> (Settling, (EventKind, Value)) {
-        let step = &item.step;
+        let observation = attempted.observation;
         let outcome = observation.outcome();
-        let method = ReceiptMethod::of_answer(observation);
-        let (receipt, next, delay_ms) = match (observation, method) {
-            (
-                TransportObservation::Accepted {
-                    external_reference,
-                    replayed,
-                    status,
-                    fields,
-                },
-                Some(method),
-            ) => {
+        let accepted = AcceptedReceipt::of_answer(observation, step.withdraws.is_some());
+        let method = accepted.as_ref().map(|r| r.method);
+        let (receipt, next, delay_ms) = match accepted {
+            Some(accepted) => {
                 let receipt = NewBatchReceipt {
                     id: Uuid::now_v7(),
-                    external_reference: external_reference.clone(),
-                    method,
-                    completion_state: if step.withdraws.is_some() {
-                        "withdrawn"
-                    } else {
-                        "accepted"
-                    },
-                    summary: receipt_summary(*status, *replayed, fields),
+                    external_reference: accepted.external_reference,
+                    method: accepted.method,
+                    completion_state: accepted.completion_state,
+                    summary: accepted.summary,
                 };
                 (Some(receipt), StepState::Succeeded, 0)
             }
-            _ => {
-                let settle = self.settle_after(step, adapter, observation, outcome);
+            None => {
+                let settle = self.settle_after(step, attempted.adapter, observation, outcome);
                 (None, settled_state(settle), delay_of(settle))
             }
         };
         let settling = Settling {
             step: step.id,
-            lease: item.lease,
-            expected: if step.state == StepState::Invoking {
-                StepState::Invoking
-            } else {
-                StepState::Running
-            },
-            attempt: Some(attempt),
-            request_key: Some(key.as_str().to_owned()),
+            lease,
+            expected,
+            attempt: Some(attempted.attempt),
+            request_key: Some(attempted.key.as_str().to_owned()),
             outcome: Some(outcome),
             observation: Some(
                 serde_json::to_value(observation).expect("an observation serializes"),
@@ -264,6 +281,25 @@ impl Worker {
         });
         (settling, (EventKind::StepAttemptEnded, event))
     }
+}
+
+/// `step`'s result as [`Worker::settle`] takes it.
+fn prepared(step: &Claimed, (settling, event): (Settling, (EventKind, Value))) -> Prepared {
+    Prepared {
+        settling,
+        workflow: step.workflow_id,
+        event,
+        logical: step.logical.clone(),
+        definition: (step.definition_name.clone(), step.definition_version),
+    }
+}
+
+/// An attempt and what it observed, as settling reads it.
+struct Attempted<'a> {
+    attempt: Uuid,
+    key: &'a RequestKey,
+    adapter: &'a dyn Adapter,
+    observation: &'a TransportObservation,
 }
 
 /// A definition's status step, its words, and its sentence in each state.
@@ -340,22 +376,6 @@ async fn status_kept(
         });
     }
     Ok(kept)
-}
-
-/// The receipt's bounded summary of an accepted answer: a rule reading a whole body is cut
-/// off at 3 KiB of typed fields.
-pub(super) fn receipt_summary(
-    status: u16,
-    replayed: bool,
-    fields: &std::collections::BTreeMap<String, Value>,
-) -> Value {
-    let fields = json!(fields);
-    let fields = if fields.to_string().len() > 3072 {
-        json!({ "omitted": "the typed fields came to more than 3 KiB" })
-    } else {
-        fields
-    };
-    json!({ "status": status, "replayed": replayed, "fields": fields })
 }
 
 /// How long a settled step waits before it may be claimed again.
