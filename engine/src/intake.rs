@@ -10,6 +10,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::definition::{Catalog, CatalogError, Definition, InputError};
+use crate::domain::AuditAction;
 use crate::domain::StepKind;
 use crate::domain::words::{DuplicateStatus, status_sentence};
 use crate::domain::{EventKind, InputDigest, StepState, WorkflowState, event};
@@ -137,7 +138,7 @@ pub async fn start_workflow_within(
         &mut tx,
         &AuditEntry {
             actor,
-            action: "start_workflow",
+            action: AuditAction::StartWorkflow,
             workflow: Some(id),
             step: None,
             reason: None,

@@ -51,7 +51,7 @@ pub async fn audit_log(
             .map(|r| AuditItem {
                 at: r.at.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
                 actor: r.actor,
-                actor_kind: r.actor_kind,
+                actor_kind: r.actor_kind.as_str().to_owned(),
                 action: r.action.replace('_', " "),
                 step_id: r.step.map(|s| s.to_string()),
                 workflow_id: r.workflow.map(|w| w.to_string()),

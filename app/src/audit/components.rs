@@ -1,3 +1,4 @@
+use engine::domain::AuditAction;
 use leptos::prelude::*;
 use leptos_router::components::{A, Form};
 use leptos_router::hooks::use_query_map;
@@ -27,12 +28,9 @@ pub fn AuditLogPage() -> impl IntoView {
                 <label>"Action"
                     <select name="action">
                         <option value="">"any"</option>
-                        {[
-                            "check_destination", "retry_same_key", "attach_evidence", "waive",
-                            "authorize_another_attempt", "cancel", "replace", "resolve_incident",
-                            "sign_in", "start_workflow",
-                        ]
+                        {AuditAction::ALL
                             .into_iter()
+                            .map(|a| a.as_str())
                             .map(|a| {
                                 let selected = field("action") == a;
                                 view! { <option value=a selected=selected>{a.replace('_', " ")}</option> }

@@ -163,7 +163,7 @@ pub async fn bulk_run(id: String) -> Result<RunView, ConsoleError> {
                 (
                     step.to_string(),
                     key,
-                    outcome.unwrap_or_else(|| "pending".into()),
+                    outcome.map_or_else(|| "pending".into(), |o| o.as_str().into()),
                     message.unwrap_or_default(),
                 )
             })

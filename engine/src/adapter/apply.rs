@@ -7,6 +7,7 @@ use sqlx::PgPool;
 
 use super::contract_suite::{self, SuiteReport};
 use super::{AdapterSpec, DataAdapter};
+use crate::domain::AuditAction;
 use crate::domain::SideEffectContract;
 use crate::file_error::FileError;
 use crate::store::adapter::{self as store, AdapterFile, ClaimRecord, FileStored};
@@ -134,7 +135,7 @@ async fn audit_stored(
         conn,
         &AuditEntry {
             actor: by,
-            action: "adapter_apply",
+            action: AuditAction::AdapterApply,
             workflow: None,
             step: None,
             reason: None,

@@ -12,6 +12,7 @@ use serde_json::json;
 use sqlx::{Executor, PgConnection, PgPool, Postgres};
 
 use super::{Definition, InputError};
+use crate::domain::AuditAction;
 use crate::file_error::FileError;
 use crate::store::definition as store;
 use crate::store::journal::{self, Actor, AuditEntry};
@@ -256,7 +257,7 @@ async fn store_compiled(
             &mut tx,
             &AuditEntry {
                 actor: by,
-                action: "definition_apply",
+                action: AuditAction::DefinitionApply,
                 workflow: None,
                 step: None,
                 reason: None,

@@ -37,13 +37,19 @@ impl IncidentKind {
     }
 }
 
-/// How a duplicate-effect incident is resolved.
+/// How a duplicate-effect incident is resolved. Operators name it by what they ask
+/// (`withdraw`, `accept_unresolved`); the incident row records what was done
+/// (`withdrawal_requested`, `accepted_unresolved`), which is how PostgreSQL knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "runtime", derive(sqlx::Type))]
+#[cfg_attr(feature = "runtime", sqlx(type_name = "duplicate_disposition"))]
 #[serde(rename_all = "snake_case")]
 pub enum Disposition {
     /// Ask the destination to withdraw every other reference (compensation steps).
+    #[cfg_attr(feature = "runtime", sqlx(rename = "withdrawal_requested"))]
     Withdraw,
     /// Keep the duplicate, recorded as accepted and unresolved.
+    #[cfg_attr(feature = "runtime", sqlx(rename = "accepted_unresolved"))]
     AcceptUnresolved,
 }
 

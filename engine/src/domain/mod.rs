@@ -4,7 +4,9 @@
 //! browser. With the `runtime` feature the enums also map to their PostgreSQL enum types.
 
 pub mod actions;
+mod audit;
 mod authority;
+mod bulk;
 pub mod contract;
 pub mod event;
 pub mod identity;
@@ -20,7 +22,9 @@ pub mod trust;
 pub mod words;
 
 pub use actions::{OperatorAction, Role, StepFacts, permitted_actions, refusal};
-pub use authority::Authority;
+pub use audit::AuditAction;
+pub use authority::{Authority, Suspension, SuspensionScope};
+pub use bulk::BulkOutcome;
 pub use contract::{
     Compensation, ContractKind, REPLAY_MARGIN_MS, SideEffectContract, UnknownOutcomePolicy,
 };
@@ -28,7 +32,7 @@ pub use event::EventKind;
 pub use identity::{InputDigest, RequestKey, StepKey};
 pub use incident::{Disposition, IncidentKind};
 pub use lookup::LookupObservation;
-pub use outcome::{AttemptOutcome, TransportObservation};
+pub use outcome::{AttemptOutcome, ObservationKind, TransportObservation};
 pub use receipt::{AcceptedReceipt, ReceiptMethod};
 pub use recovery::{
     LookupAnswer, RecoveryDecision, ReviewReason, UnknownOutcomeFacts, decide_after_unknown,

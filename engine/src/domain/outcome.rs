@@ -219,6 +219,22 @@ impl TransportObservation {
     }
 }
 
+/// What an `observation` row records (`observation.kind`): a call's answer, a lookup's, a
+/// compensation's, or a pure step's output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "runtime", derive(sqlx::Type))]
+#[cfg_attr(
+    feature = "runtime",
+    sqlx(type_name = "text", rename_all = "snake_case")
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ObservationKind {
+    Transport,
+    Lookup,
+    Compensation,
+    Pure,
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::contract::fixtures::opaque;

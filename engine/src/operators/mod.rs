@@ -11,6 +11,7 @@ use sqlx::PgPool;
 use tokio::sync::Semaphore;
 use uuid::Uuid;
 
+use crate::domain::AuditAction;
 use crate::domain::Role;
 use crate::store::journal::{self, Actor, AuditEntry};
 use crate::store::operator as store;
@@ -172,7 +173,7 @@ pub async fn list(pool: &PgPool, actor: Actor<'_>) -> sqlx::Result<Vec<Listed>> 
     audit(
         &mut *pool.acquire().await?,
         actor,
-        "operator_listed",
+        AuditAction::OperatorListed,
         details,
     )
     .await?;
@@ -201,9 +202,9 @@ async fn set_disabled(
         return Err(OperatorError::NotFound(username.to_owned()));
     }
     let action = if disabled {
-        "operator_disabled"
+        AuditAction::OperatorDisabled
     } else {
-        "operator_enabled"
+        AuditAction::OperatorEnabled
     };
     audit(
         &mut tx,
@@ -228,7 +229,7 @@ pub async fn set_role(
         return Err(OperatorError::NotFound(username.to_owned()));
     };
     let details = serde_json::json!({ "username": username, "from": previous, "to": role });
-    audit(&mut tx, actor, "operator_role_set", details).await?;
+    audit(&mut tx, actor, AuditAction::OperatorRoleSet, details).await?;
     tx.commit().await?;
     Ok(previous)
 }
@@ -246,7 +247,7 @@ pub async fn reset_password(
         return Err(OperatorError::NotFound(username.to_owned()));
     }
     let details = serde_json::json!({ "username": username });
-    audit(&mut tx, actor, "operator_password_reset", details).await?;
+    audit(&mut tx, actor, AuditAction::OperatorPasswordReset, details).await?;
     tx.commit().await?;
     Ok(password)
 }
@@ -254,7 +255,7 @@ pub async fn reset_password(
 async fn audit(
     conn: &mut sqlx::PgConnection,
     actor: Actor<'_>,
-    action: &str,
+    action: AuditAction,
     details: serde_json::Value,
 ) -> sqlx::Result<()> {
     let entry = AuditEntry {

@@ -5,6 +5,7 @@
 use sqlx::PgPool;
 
 use super::{Operator, audit, authenticate};
+use crate::domain::AuditAction;
 use crate::store::journal::Actor;
 
 /// How long the per-name, per-window failure counts are kept.
@@ -186,7 +187,7 @@ async fn record(pool: &PgPool, outcome: &SignIn, typed: &str, address: &str) -> 
             audit(
                 &mut conn,
                 Actor::Operator(&operator.username),
-                "sign_in",
+                AuditAction::SignIn,
                 details,
             )
             .await?;

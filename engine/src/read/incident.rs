@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::domain::{IncidentKind, SideEffectContract, StepState};
+use crate::domain::{Disposition, IncidentKind, SideEffectContract, StepState};
 
 /// One external reference an incident concerns, with what was observed about it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -55,7 +55,7 @@ pub async fn incident(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<IncidentDe
         r#"select i.id, i.kind as "kind: IncidentKind", i.opened_at as "opened_at: DateTime<Utc>", i.step_id,
                   s.workflow_id, w.creation_key, s.logical, s.adapter, s.request_key,
                   a.contract as "contract?", rc.external_reference as "receipt_reference?",
-                  i.canonical_reference, i.disposition::text as disposition, i.resolved_by,
+                  i.canonical_reference, i.disposition as "disposition: Disposition", i.resolved_by,
                   i.resolved_at as "resolved_at: DateTime<Utc>", i.resolution_reason
            from integrity_incident i
            join step s on s.id = i.step_id
@@ -149,7 +149,7 @@ async fn withdrawals(pool: &PgPool, id: Uuid) -> sqlx::Result<Vec<(Uuid, String,
 /// The resolution, once every part of it is recorded.
 fn resolution(
     canonical_reference: Option<String>,
-    disposition: Option<String>,
+    disposition: Option<Disposition>,
     resolved_by: Option<String>,
     resolved_at: Option<DateTime<Utc>>,
     reason: Option<String>,
@@ -169,7 +169,7 @@ fn resolution(
             Some(reason),
         ) => Some(Resolution {
             canonical_reference,
-            disposition,
+            disposition: disposition.recorded_as().to_owned(),
             resolved_by,
             resolved_at,
             reason,

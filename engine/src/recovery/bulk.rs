@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::domain::{OperatorAction, Role};
+use crate::domain::{BulkOutcome, OperatorAction, Role};
 use crate::operators::Operator;
 use crate::store::bulk::{self as runs, NewRunRow, UnfinishedRun};
 
@@ -232,7 +232,7 @@ pub async fn stop(
             &mut tx,
             &crate::store::journal::AuditEntry {
                 actor: operator.actor(),
-                action: "bulk_stop",
+                action: crate::domain::AuditAction::BulkStop,
                 workflow: None,
                 step: None,
                 reason: Some(&reason),
@@ -253,10 +253,10 @@ async fn perform_item(
     run: &UnfinishedRun,
     step: Uuid,
     seen_version: i64,
-) -> (&'static str, String) {
+) -> (BulkOutcome, String) {
     let action = match action_for(run.action, run.residual_uncertainty.as_deref()) {
         Ok(action) => action,
-        Err(refused) => return ("refused", refused.to_string()),
+        Err(refused) => return (BulkOutcome::Refused, refused.to_string()),
     };
     let result = super::perform(
         pool,
@@ -270,7 +270,7 @@ async fn perform_item(
     )
     .await;
     match result {
-        Ok(done) => ("done", done.message),
+        Ok(done) => (BulkOutcome::Done, done.message),
         Err(
             e @ (ActionError::Forbidden(_)
             | ActionError::NotPermitted(_)
@@ -278,13 +278,13 @@ async fn perform_item(
             | ActionError::Conflict(_)
             | ActionError::Invalid(_)
             | ActionError::NotFound),
-        ) => ("refused", e.to_string()),
+        ) => (BulkOutcome::Refused, e.to_string()),
         Err(e) => {
             // The item's message is shown on the run's page: the driver's text goes to the log.
             if let ActionError::Sqlx(error) = &e {
                 tracing::warn!(%error, %step, "a bulk item failed on a database error");
             }
-            ("failed", e.to_string())
+            (BulkOutcome::Failed, e.to_string())
         }
     }
 }
@@ -321,7 +321,7 @@ pub struct Progress {
     #[serde(default)]
     pub stopped: Option<(String, String)>,
     /// Every item: step, workflow creation key, outcome (none while pending), message.
-    pub items: Vec<(Uuid, String, Option<String>, Option<String>)>,
+    pub items: Vec<(Uuid, String, Option<BulkOutcome>, Option<String>)>,
 }
 
 /// Run `id` with every item, or `None`.

@@ -55,12 +55,11 @@ pub async fn resolve_incident(
         }
         Disposition::AcceptUnresolved => Vec::new(),
     };
-    let disposition_name = disposition.recorded_as();
     incident_resolution::resolve(
         &mut tx,
         incident,
         canonical,
-        disposition_name,
+        disposition,
         &operator.username,
         &reason,
     )
@@ -70,7 +69,7 @@ pub async fn resolve_incident(
         &mut tx,
         locked.workflow_id,
         EventKind::IncidentResolved,
-        &json!({ "incident": incident, "canonical": canonical, "disposition": disposition_name }),
+        &json!({ "incident": incident, "canonical": canonical, "disposition": disposition.recorded_as() }),
     )
     .await?;
     audit(
@@ -81,7 +80,7 @@ pub async fn resolve_incident(
         row.step_id,
         &reason,
         json!({ "incident": incident, "kind": row.kind, "canonical": canonical,
-                "disposition": disposition_name, "withdrawal_steps": withdrawals }),
+                "disposition": disposition.recorded_as(), "withdrawal_steps": withdrawals }),
     )
     .await?;
     workflow::refresh_state(&mut tx, locked.workflow_id).await?;

@@ -421,7 +421,7 @@ async fn audit(
         conn,
         &AuditEntry {
             actor,
-            action: action.name(),
+            action: action.into(),
             workflow: Some(locked.workflow_id),
             step: Some(step),
             reason: Some(reason),

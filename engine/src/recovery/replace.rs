@@ -15,6 +15,7 @@ use crate::store::journal::{self, Actor, AuditEntry};
 use crate::store::{self, step, workflow};
 
 use super::error::ActionError;
+use crate::domain::AuditAction;
 
 /// Why a step cannot be replaced.
 #[derive(Debug, thiserror::Error)]
@@ -75,7 +76,7 @@ pub async fn replace_step(
         &mut tx,
         &AuditEntry {
             actor,
-            action: "replace",
+            action: AuditAction::Replace,
             workflow: Some(locked.workflow_id),
             step: Some(original),
             reason: Some(reason),

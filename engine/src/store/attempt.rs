@@ -7,7 +7,9 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::guard::{GuardedError, LeaseLost, guard};
-use crate::domain::{AttemptOutcome, Authority, TransportObservation};
+use crate::domain::{
+    AttemptOutcome, Authority, ObservationKind, Suspension, SuspensionScope, TransportObservation,
+};
 
 /// Checkpoint 2: the authority decision taken just before the boundary, from the suspensions
 /// in force now. It is recorded with the attempt it was taken for ([`record`]); no credential
@@ -21,17 +23,15 @@ pub async fn authority_check(
     Ok(Authority::decide(&suspensions, adapter, subject))
 }
 
-/// Every authority suspension in force: (scope, value, reason).
-pub async fn suspensions(conn: &mut PgConnection) -> sqlx::Result<Vec<(String, String, String)>> {
-    let rows = sqlx::query!(
-        r#"select scope, value, reason from authority_suspension order by scope, value"#
+/// Every authority suspension in force.
+pub async fn suspensions(conn: &mut PgConnection) -> sqlx::Result<Vec<Suspension>> {
+    sqlx::query_as!(
+        Suspension,
+        r#"select scope as "scope: SuspensionScope", value, reason
+           from authority_suspension order by scope, value"#
     )
     .fetch_all(conn)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| (r.scope, r.value, r.reason))
-        .collect())
+    .await
 }
 
 /// An attempt about to be recorded: append-only, with the request identity and the authority
@@ -120,7 +120,7 @@ pub async fn record_observation(
     step: Uuid,
     attempt: Option<Uuid>,
     request_key: Option<&str>,
-    kind: &str,
+    kind: ObservationKind,
     body: &Value,
 ) -> sqlx::Result<()> {
     sqlx::query!(
@@ -129,7 +129,7 @@ pub async fn record_observation(
         step,
         attempt,
         request_key,
-        kind,
+        kind as ObservationKind,
         body,
     )
     .execute(conn)

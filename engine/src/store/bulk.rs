@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{Executor, PgConnection, Postgres};
 use uuid::Uuid;
 
-use crate::domain::{OperatorAction, Role};
+use crate::domain::{BulkOutcome, OperatorAction, Role};
 
 /// A run about to be inserted.
 #[derive(Debug, Clone)]
@@ -117,13 +117,12 @@ pub async fn claim_next_item(
     Ok(item.map(|i| (i.step_id, i.seen_version)))
 }
 
-/// Records what became of run `run`'s item for `step`: `outcome` (`done`, `refused` or
-/// `failed`) and the message shown for it.
+/// Records what became of run `run`'s item for `step`, and the message shown for it.
 pub async fn record_item_outcome(
     conn: &mut PgConnection,
     run: Uuid,
     step: Uuid,
-    outcome: &str,
+    outcome: BulkOutcome,
     message: &str,
 ) -> sqlx::Result<()> {
     sqlx::query!(
@@ -131,7 +130,7 @@ pub async fn record_item_outcome(
                where run_id = $1 and step_id = $2"#,
         run,
         step,
-        outcome,
+        outcome as BulkOutcome,
         message,
     )
     .execute(conn)
@@ -260,12 +259,12 @@ where
 pub async fn items<'e, E>(
     executor: E,
     id: Uuid,
-) -> sqlx::Result<Vec<(Uuid, String, Option<String>, Option<String>)>>
+) -> sqlx::Result<Vec<(Uuid, String, Option<BulkOutcome>, Option<String>)>>
 where
     E: Executor<'e, Database = Postgres>,
 {
     let rows = sqlx::query!(
-        r#"select i.step_id, w.creation_key, i.outcome, i.message
+        r#"select i.step_id, w.creation_key, i.outcome as "outcome: BulkOutcome", i.message
            from bulk_item i join step s on s.id = i.step_id join workflow w on w.id = s.workflow_id
            where i.run_id = $1 order by i.done_at nulls last, i.step_id"#,
         id

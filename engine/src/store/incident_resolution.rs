@@ -1,6 +1,7 @@
 //! Resolving duplicate-effect incidents: the incident row, its external references, and the
 //! record of which result stands and what becomes of the others.
 
+use crate::domain::Disposition;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -40,24 +41,23 @@ pub async fn references(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Vec<S
     .await
 }
 
-/// Records incident `id` resolved: `canonical` stands, the others get `disposition`
-/// (`withdrawal_requested` or `accepted_unresolved`).
+/// Records incident `id` resolved: `canonical` stands, the others get `disposition`.
 pub async fn resolve(
     conn: &mut PgConnection,
     id: Uuid,
     canonical: &str,
-    disposition: &str,
+    disposition: Disposition,
     resolved_by: &str,
     reason: &str,
 ) -> sqlx::Result<()> {
     sqlx::query!(
         r#"update integrity_incident
-              set canonical_reference = $2, disposition = $3::text::duplicate_disposition,
+              set canonical_reference = $2, disposition = $3,
                   resolved_by = $4, resolved_at = now(), resolution_reason = $5
             where id = $1"#,
         id,
         canonical,
-        disposition,
+        disposition as Disposition,
         resolved_by,
         reason,
     )

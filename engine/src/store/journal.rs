@@ -4,6 +4,7 @@ use serde_json::Value;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::domain::AuditAction;
 use crate::domain::EventKind;
 
 /// Appends an outbox event for `workflow` at `revision`.
@@ -81,6 +82,27 @@ pub enum Actor<'a> {
     Engine(&'a str),
 }
 
+/// Which kind of actor an audit entry names (`audit.actor_kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, sqlx::Type)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum ActorKind {
+    Operator,
+    Api,
+    Engine,
+}
+
+impl ActorKind {
+    /// The name the audit row records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActorKind::Operator => "operator",
+            ActorKind::Api => "api",
+            ActorKind::Engine => "engine",
+        }
+    }
+}
+
 impl Actor<'_> {
     /// How a stored file names who applied it: `token:NAME` for an API client, the name
     /// otherwise.
@@ -91,11 +113,11 @@ impl Actor<'_> {
         }
     }
 
-    fn parts(&self) -> (&str, &'static str) {
+    fn parts(&self) -> (&str, ActorKind) {
         match self {
-            Actor::Operator(name) => (name, "operator"),
-            Actor::Api(name) => (name, "api"),
-            Actor::Engine(name) => (name, "engine"),
+            Actor::Operator(name) => (name, ActorKind::Operator),
+            Actor::Api(name) => (name, ActorKind::Api),
+            Actor::Engine(name) => (name, ActorKind::Engine),
         }
     }
 }
@@ -104,7 +126,7 @@ impl Actor<'_> {
 #[derive(Debug, Clone)]
 pub struct AuditEntry<'a> {
     pub actor: Actor<'a>,
-    pub action: &'a str,
+    pub action: AuditAction,
     pub workflow: Option<Uuid>,
     pub step: Option<Uuid>,
     pub reason: Option<&'a str>,
@@ -118,8 +140,8 @@ pub async fn audit(conn: &mut PgConnection, entry: &AuditEntry<'_>) -> sqlx::Res
         r#"insert into audit (actor, actor_kind, action, workflow_id, step_id, reason, details)
            values ($1, $2, $3, $4, $5, $6, $7)"#,
         actor,
-        actor_kind,
-        entry.action,
+        actor_kind as ActorKind,
+        entry.action.as_str(),
         entry.workflow,
         entry.step,
         entry.reason,
@@ -136,7 +158,7 @@ pub struct AuditRow {
     pub id: i64,
     pub at: chrono::DateTime<chrono::Utc>,
     pub actor: String,
-    pub actor_kind: String,
+    pub actor_kind: ActorKind,
     pub action: String,
     pub workflow: Option<Uuid>,
     pub step: Option<Uuid>,
@@ -155,7 +177,8 @@ pub async fn page(
 ) -> sqlx::Result<Vec<AuditRow>> {
     sqlx::query_as!(
         AuditRow,
-        r#"select id, at as "at: chrono::DateTime<chrono::Utc>", actor, actor_kind, action,
+        r#"select id, at as "at: chrono::DateTime<chrono::Utc>", actor,
+                  actor_kind as "actor_kind: ActorKind", action,
                   workflow_id as workflow, step_id as step, reason, details
            from audit
            where ($1::text is null or actor = $1)

@@ -8,6 +8,7 @@ use sha2::{Digest, Sha256};
 use sqlx::{Executor, PgPool, Postgres};
 use uuid::Uuid;
 
+use crate::domain::AuditAction;
 use crate::domain::Role;
 use crate::store::journal::{self, Actor, AuditEntry};
 
@@ -162,7 +163,7 @@ pub async fn create(
         "may_configure": new.may_configure,
         "adapters": new.adapters,
     });
-    audit(&mut tx, actor, "token_create", details).await?;
+    audit(&mut tx, actor, AuditAction::TokenCreate, details).await?;
     tx.commit().await?;
     Ok(secret)
 }
@@ -180,7 +181,13 @@ pub async fn revoke(pool: &PgPool, name: &str, actor: Actor<'_>) -> Result<(), T
     if revoked.is_empty() {
         return Err(TokenError::NoSuchToken(name.to_owned()));
     }
-    audit(&mut tx, actor, "token_revoke", json!({ "token": name })).await?;
+    audit(
+        &mut tx,
+        actor,
+        AuditAction::TokenRevoke,
+        json!({ "token": name }),
+    )
+    .await?;
     tx.commit().await?;
     Ok(())
 }
@@ -188,7 +195,7 @@ pub async fn revoke(pool: &PgPool, name: &str, actor: Actor<'_>) -> Result<(), T
 async fn audit(
     tx: &mut sqlx::PgConnection,
     actor: Actor<'_>,
-    action: &str,
+    action: AuditAction,
     details: serde_json::Value,
 ) -> sqlx::Result<()> {
     journal::audit(

@@ -15,8 +15,8 @@ use super::call::{Call, Work};
 use super::{Worker, WorkerError, adapter_for, definition_of, request_key};
 use crate::adapter::Adapter;
 use crate::adapter::registry::Adapters;
-use crate::domain::Authority;
 use crate::domain::StepKind;
+use crate::domain::{Authority, Suspension};
 use crate::domain::{EventKind, StepState, TransportObservation, UnknownOutcomePolicy};
 use crate::store::attempt;
 use crate::store::batch::{self, Taken, Taking};
@@ -143,7 +143,7 @@ impl Worker {
         &self,
         conn: &mut sqlx::PgConnection,
         due: batch::Due,
-        suspensions: &[(String, String, String)],
+        suspensions: &[Suspension],
         adapters: &mut Arc<Adapters>,
     ) -> Result<Judged, WorkerError> {
         let batch::Due {
@@ -188,7 +188,7 @@ impl Worker {
         conn: &mut sqlx::PgConnection,
         step: &Claimed,
         facts: &Value,
-        suspensions: &[(String, String, String)],
+        suspensions: &[Suspension],
         adapters: &Adapters,
     ) -> Result<Call, WorkerError> {
         let (adapter, contract_version) = adapter_for(adapters, step)?;

@@ -15,7 +15,7 @@ use super::{StepReport, WorkerError, adapter_for, request_key};
 use crate::adapter::registry::Adapters;
 use crate::adapter::{Adapter, BoxFuture, LookupObservation};
 use crate::domain::{
-    AcceptedReceipt, EventKind, LookupAnswer, ReceiptMethod, RequestKey, StepState,
+    AcceptedReceipt, EventKind, LookupAnswer, ObservationKind, ReceiptMethod, RequestKey, StepState,
 };
 use crate::failpoint::{self, FaultPoint};
 use crate::store::receipt::{self, NewReceipt, ReceiptOutcome};
@@ -143,8 +143,15 @@ impl Hold<'_> {
             "seen": seen, "request_digest": bound.request_digest,
             "bound_digest": bound.content_digest, "looked_after_sent_ms": bound.looked_after_sent_ms,
         });
-        attempt::record_observation(&mut tx, step.id, None, Some(key.as_str()), "lookup", &body)
-            .await?;
+        attempt::record_observation(
+            &mut tx,
+            step.id,
+            None,
+            Some(key.as_str()),
+            ObservationKind::Lookup,
+            &body,
+        )
+        .await?;
         if let LookupObservation::Found {
             external_reference,
             all,

@@ -59,14 +59,15 @@ pub(crate) async fn reviewing_declaring(
     h
 }
 
-/// Starts a delivery whose answer comes after the deadline: the destination has the document,
-/// Z29C does not know it. Returns the workflow and its `deliver` step.
+/// Starts a delivery whose answer comes after the deadline (any deadline these tests use, up
+/// to a second): the destination has the document, Z29C does not know it. Returns the
+/// workflow and its `deliver` step.
 pub(crate) async fn unknown_delivery(h: &Harness, key: &str, expected: &str) -> (Uuid, Uuid) {
     let w = h.start(key).await;
     h.faults(FaultPlan::rules([FaultRule::new(
         Operation::Deliver,
         Match::ClientReference(Harness::key(w, "deliver")),
-        Fault::DelayResponse { ms: 800 },
+        Fault::DelayResponse { ms: 2_500 },
     )
     .times(1)]));
     h.drive_until(w, "deliver", expected).await;

@@ -9,7 +9,9 @@ use uuid::Uuid;
 
 use super::{Attempted, prepared, report_of};
 use crate::adapter::Adapter;
-use crate::domain::{AcceptedReceipt, AttemptOutcome, EventKind, RequestKey, TransportObservation};
+use crate::domain::{
+    AcceptedReceipt, AttemptOutcome, EventKind, ObservationKind, RequestKey, TransportObservation,
+};
 use crate::failpoint::{self, FaultPoint};
 use crate::store::attempt;
 use crate::store::guard::LeaseLost;
@@ -220,7 +222,7 @@ impl Worker {
                 step_id,
                 Some(attempt),
                 key,
-                "transport",
+                ObservationKind::Transport,
                 &body,
             )
             .await;
@@ -234,7 +236,7 @@ impl Worker {
                     step_id,
                     Some(attempt),
                     key,
-                    "transport",
+                    ObservationKind::Transport,
                     &described,
                 )
                 .await?;
