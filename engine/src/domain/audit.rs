@@ -36,11 +36,13 @@ pub enum AuditAction {
     OperatorPasswordReset,
     TokenCreate,
     TokenRevoke,
+    AdapterHold,
+    AdapterResume,
 }
 
 impl AuditAction {
     /// Every kind, in the order the audit page offers them.
-    pub const ALL: [AuditAction; 20] = [
+    pub const ALL: [AuditAction; 22] = [
         AuditAction::CheckDestination,
         AuditAction::RetrySameKey,
         AuditAction::AttachEvidence,
@@ -61,6 +63,8 @@ impl AuditAction {
         AuditAction::OperatorPasswordReset,
         AuditAction::TokenCreate,
         AuditAction::TokenRevoke,
+        AuditAction::AdapterHold,
+        AuditAction::AdapterResume,
     ];
 
     /// The name the audit row records and the API uses.
@@ -86,6 +90,8 @@ impl AuditAction {
             AuditAction::OperatorPasswordReset => "operator_password_reset",
             AuditAction::TokenCreate => "token_create",
             AuditAction::TokenRevoke => "token_revoke",
+            AuditAction::AdapterHold => "adapter_hold",
+            AuditAction::AdapterResume => "adapter_resume",
         }
     }
 }

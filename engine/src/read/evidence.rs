@@ -97,6 +97,8 @@ pub struct AdapterTrust {
     pub demoted: Option<String>,
     /// Each claim of the current version, with its trust and evidence.
     pub claims: Vec<crate::store::adapter::ClaimRow>,
+    /// An operator's hold on the adapter, while it stands (docs/DESIGN.md §20).
+    pub hold: Option<crate::store::hold::AdapterHold>,
 }
 
 impl AdapterTrust {
@@ -105,8 +107,22 @@ impl AdapterTrust {
         self.verified_version == Some(self.version)
     }
 
-    /// One sentence: how the version was verified, or why it sends nothing.
+    /// How the version was verified, or why it sends nothing; an operator's hold first.
     pub fn sentence(&self) -> String {
+        let trust = self.trust_sentence();
+        match &self.hold {
+            Some(hold) => format!(
+                "Held: sending is paused by {} since {}: {}. {trust}",
+                hold.held_by,
+                hold.held_at.format("%Y-%m-%d %H:%M UTC"),
+                hold.reason
+            ),
+            None => trust,
+        }
+    }
+
+    /// One sentence: how the version was verified, or why it sends nothing.
+    fn trust_sentence(&self) -> String {
         let refuted = self
             .claims
             .iter()
@@ -255,6 +271,7 @@ async fn adapter_trust(pool: &PgPool, name: &str) -> sqlx::Result<Option<Adapter
         verified_against: a.verified_against,
         demoted: a.demoted_reason,
         claims: crate::store::adapter::claims(pool, name).await?,
+        hold: crate::store::hold::of(pool, name).await?.flatten(),
     }))
 }
 

@@ -16,6 +16,7 @@ pub mod bulk;
 pub mod cancel;
 mod check;
 pub mod error;
+pub mod hold;
 pub mod incident;
 pub mod replace;
 

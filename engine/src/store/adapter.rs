@@ -278,7 +278,7 @@ pub async fn record_verification(
         )
         .execute(&mut *conn)
         .await?;
-        super::held::release(conn, Some(name)).await?;
+        super::held::release(conn, Some(name), None).await?;
     }
     Ok(true)
 }

@@ -17,9 +17,20 @@ pub struct Due {
     pub step: Claimed,
     /// What its request may read of its dependencies (`store::step::dependency_facts`).
     pub facts: Value,
-    /// Its adapter's current version, and whether that version may send (it passed
-    /// verification); `None` for a pure step.
-    pub adapter: Option<(i32, bool)>,
+    /// What its adapter allows now; `None` for a pure step.
+    pub adapter: Option<Gate>,
+}
+
+/// What a step's adapter allows when the step is claimed (docs/DESIGN.md §5, §20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gate {
+    /// The adapter's current version.
+    pub version: i32,
+    /// It may send a new request: its current version passed verification and no operator
+    /// holds it.
+    pub may_send: bool,
+    /// An operator's hold keeps its lookups too.
+    pub lookups_held: bool,
 }
 
 /// Locks up to `limit` due steps (ready, or outcome unknown and due for recovery) whose lease
@@ -45,7 +56,8 @@ pub async fn claim_due(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<
                    where p.workflow_id = s.workflow_id and p.state = 'succeeded'
                      and s.state = 'ready') as "facts!",
                   a.contract_version as "adapter_version?",
-                  coalesce(a.verified_version = a.contract_version, false) as "may_send!"
+                  coalesce(a.verified_version = a.contract_version and a.held_at is null, false) as "may_send!",
+                  coalesce(a.held_at is not null and a.hold_lookups, false) as "lookups_held!"
            from step_ready q
            -- One primary-key probe per queue row, in queue order, until the batch is full: the
            -- fence (`offset 0`) keeps the planner from hash-joining the queue against every
@@ -87,7 +99,11 @@ pub async fn claim_due(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<
                 attempt: None,
             },
             facts: r.facts,
-            adapter: r.adapter_version.map(|version| (version, r.may_send)),
+            adapter: r.adapter_version.map(|version| Gate {
+                version,
+                may_send: r.may_send,
+                lookups_held: r.lookups_held,
+            }),
         })
         .collect())
 }

@@ -14,6 +14,7 @@ pub mod conclusion;
 pub mod definition;
 pub mod guard;
 pub mod held;
+pub mod hold;
 pub mod incident;
 pub mod incident_resolution;
 pub mod invariant;

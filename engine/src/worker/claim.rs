@@ -27,6 +27,9 @@ use crate::store::step::Claimed;
 /// (a secret not set here), for a worker where it does.
 const NOT_BUILT_HERE_SECS: f64 = 30.0;
 
+/// How long a step in recovery waits before it is looked at again while its adapter is held.
+const HELD_LOOKUP_SECS: f64 = 5.0;
+
 /// A due step as the claim judged it, before the batch is taken.
 enum Judged {
     Pure {
@@ -41,8 +44,9 @@ enum Judged {
     },
     /// Its adapter's current version may send nothing: the step waits, held, unsent.
     Held(Claimed),
-    /// Its adapter does not build in this worker: the step waits for one where it does.
-    Postponed(Claimed),
+    /// Put off for a number of seconds, untaken: its adapter does not build in this worker, or
+    /// an operator's hold keeps its lookups.
+    Postponed(Claimed, f64),
 }
 
 impl Worker {
@@ -67,19 +71,21 @@ impl Worker {
         for d in due {
             judged.push(self.judge(&mut tx, d, &suspensions, &mut adapters).await?);
         }
-        let postponed: Vec<Uuid> = judged
-            .iter()
-            .filter_map(|j| match j {
-                Judged::Postponed(step) => Some(step.id),
-                _ => None,
-            })
-            .collect();
-        if !postponed.is_empty() {
-            batch::postpone(&mut tx, &postponed, NOT_BUILT_HERE_SECS).await?;
+        for secs in [NOT_BUILT_HERE_SECS, HELD_LOOKUP_SECS] {
+            let postponed: Vec<Uuid> = judged
+                .iter()
+                .filter_map(|j| match j {
+                    Judged::Postponed(step, after) if *after == secs => Some(step.id),
+                    _ => None,
+                })
+                .collect();
+            if !postponed.is_empty() {
+                batch::postpone(&mut tx, &postponed, secs).await?;
+            }
         }
         let (held, judged): (Vec<Judged>, Vec<Judged>) = judged
             .into_iter()
-            .filter(|j| !matches!(j, Judged::Postponed(_)))
+            .filter(|j| !matches!(j, Judged::Postponed(..)))
             .partition(|j| matches!(j, Judged::Held(_)));
         let takings: Vec<Taking> = judged.iter().map(taking).collect();
         let taken = if takings.is_empty() {
@@ -128,7 +134,7 @@ impl Worker {
             conclusion::announce(&mut tx, &events, &owners, &spare).await?;
             tracing::info!(
                 steps = held.len(),
-                "held: their adapter's current version is not verified"
+                "held: their adapter may not send (its version is not verified, or an operator holds it)"
             );
         }
         tx.commit().await?;
@@ -154,17 +160,22 @@ impl Worker {
         if step.kind == StepKind::Pure {
             return Ok(Judged::Pure { step, facts });
         }
-        if let Some((version, may_send)) = adapter {
+        if let Some(gate) = adapter {
             let name = step.adapter.as_deref().unwrap_or_default();
-            if adapters.loaded(name).is_none_or(|l| l.version < version) {
+            if adapters.loaded(name).is_none_or(|l| l.version < gate.version) {
                 *adapters = self.reload_adapters().await?;
             }
-            if step.state == StepState::Ready && !may_send {
+            if step.state == StepState::Ready && !gate.may_send {
                 return Ok(Judged::Held(step));
+            }
+            if step.state == StepState::OutcomeUnknown && gate.lookups_held {
+                // Held by an operator: no lookup leaves either; the step keeps its state and
+                // is looked at again after the hold (docs/DESIGN.md §20).
+                return Ok(Judged::Postponed(step, HELD_LOOKUP_SECS));
             }
             if adapters.loaded(name).is_none() {
                 tracing::warn!(step = %step.id, adapter = name, "adapter not built in this worker; the step waits");
-                return Ok(Judged::Postponed(step));
+                return Ok(Judged::Postponed(step, NOT_BUILT_HERE_SECS));
             }
         }
         if step.state == StepState::OutcomeUnknown {
@@ -228,7 +239,7 @@ impl Worker {
                     | Judged::Recover(step)
                     | Judged::Unrunnable { step, .. }
                     | Judged::Held(step)
-                    | Judged::Postponed(step) => step.id,
+                    | Judged::Postponed(step, _) => step.id,
                     Judged::Call(call) => call.step.id,
                 };
                 let taken = taken.iter().find(|t| t.step == id)?;
@@ -240,7 +251,7 @@ impl Worker {
                     Judged::Recover(step) => Work::Recover(step),
                     Judged::Unrunnable { step, error } => Work::Unrunnable { step, error },
                     Judged::Call(call) => called(*call, taken),
-                    Judged::Held(_) | Judged::Postponed(_) => {
+                    Judged::Held(_) | Judged::Postponed(..) => {
                         unreachable!("held and postponed steps are not taken")
                     }
                 })
@@ -266,7 +277,7 @@ fn taking(judged: &Judged) -> Taking {
         | Judged::Recover(step)
         | Judged::Unrunnable { step, .. }
         | Judged::Held(step)
-        | Judged::Postponed(step) => Taking {
+        | Judged::Postponed(step, _) => Taking {
             step: step.id,
             ..Taking::default()
         },

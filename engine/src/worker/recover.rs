@@ -19,6 +19,9 @@ use crate::store::request;
 use crate::store::step::{Claimed, Settle};
 use crate::watch::latency;
 
+/// How long a step in recovery waits before it is looked at again when its adapter is held.
+const HELD_RECHECK_MS: i64 = 5_000;
+
 impl Worker {
     /// Whether automatic recovery of `step` has run out of its window.
     fn recovery_deadline_passed(&self, step: &Claimed) -> bool {
@@ -136,6 +139,22 @@ impl Worker {
     /// A new attempt under the same key (idempotent replay, or after authoritative absence),
     /// recorded with its checkpoint 3.
     async fn resend(&self, step: &Claimed, claimed_at: Instant) -> Result<StepReport, WorkerError> {
+        // An operator's hold stops resends too, whatever it lets lookups do (docs/DESIGN.md
+        // §20): the step keeps its state and is looked at again later.
+        let adapter = step.adapter.as_deref().unwrap_or_default();
+        if crate::store::hold::of(&self.pool, adapter)
+            .await?
+            .flatten()
+            .is_some()
+        {
+            let recheck_millis = HELD_RECHECK_MS;
+            self.settle_alone(step, Settle::Unknown { recheck_millis })
+                .await?;
+            return Ok(StepReport::Looked {
+                answer: "held: not resent while its adapter is held".into(),
+                state: StepState::OutcomeUnknown,
+            });
+        }
         self.attempt_alone(step, Uuid::now_v7(), claimed_at).await
     }
 

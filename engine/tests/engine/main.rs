@@ -12,6 +12,7 @@ mod data_adapter;
 mod definitions;
 mod embedded_pg;
 mod indexes;
+mod hold;
 mod intake;
 mod invariants;
 mod operate;

@@ -25,6 +25,52 @@ pub enum OpsCommand {
     /// Bulk recovery runs.
     #[command(subcommand)]
     Bulk(BulkCommand),
+    /// Stop new requests to an adapter during its provider's outage (an approver): claimed
+    /// steps wait, held and unsent; calls in flight settle as they would.
+    Hold(HoldArgs),
+    /// Let an adapter send again (an approver): its held steps go back to the queue, oldest
+    /// first, all at once or at a ramp.
+    Resume(ResumeArgs),
+}
+
+/// `z29c hold ADAPTER --as NAME --reason …`.
+#[derive(Debug, clap::Args)]
+pub struct HoldArgs {
+    /// The adapter's name.
+    pub adapter: String,
+    /// Let recovery keep asking the provider about outcomes already unknown (held too by
+    /// default).
+    #[arg(long)]
+    pub lookups_go: bool,
+    #[command(flatten)]
+    pub acting: Adapting,
+}
+
+/// `z29c resume ADAPTER --as NAME --reason … [--per-second N]`.
+#[derive(Debug, clap::Args)]
+pub struct ResumeArgs {
+    /// The adapter's name.
+    pub adapter: String,
+    /// Release the held steps this many a second, oldest first (all at once by default).
+    #[arg(long, value_name = "N")]
+    pub per_second: Option<f64>,
+    #[command(flatten)]
+    pub acting: Adapting,
+}
+
+/// Who holds or resumes an adapter, and why.
+#[derive(Debug, clap::Args)]
+pub struct Adapting {
+    /// The enabled operator (an approver) it is done and audited as.
+    #[arg(long = "as", env = "Z29C_OPERATOR", value_name = "NAME")]
+    pub operator: String,
+    /// Why, in a sentence (recorded in the audit log and shown beside every held step).
+    #[arg(long)]
+    pub reason: String,
+    #[command(flatten)]
+    pub output: Output,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
 }
 
 /// `z29c bulk …`.
@@ -58,6 +104,8 @@ impl OpsCommand {
             OpsCommand::Workflow(WorkflowCommand::Show { database, .. }) => database,
             OpsCommand::Workflow(WorkflowCommand::Cancel { acting, .. }) => &acting.database,
             OpsCommand::Bulk(BulkCommand::Stop { database, .. }) => database,
+            OpsCommand::Hold(args) => &args.acting.database,
+            OpsCommand::Resume(args) => &args.acting.database,
         }
     }
 }

@@ -40,7 +40,7 @@ pub fn routes() -> Router<AppState> {
 /// The API's handlers, each with its OpenAPI operation.
 fn documented() -> OpenApiRouter<AppState> {
     use super::files_api as files;
-    use super::ops::{audit, bulk, incidents, queue, steps, workflows};
+    use super::ops::{adapters, audit, bulk, incidents, queue, steps, workflows};
     OpenApiRouter::with_openapi(<ApiDoc as utoipa::OpenApi>::openapi())
         .routes(routes!(start, workflows::list))
         .routes(routes!(status))
@@ -49,6 +49,8 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(files::put))
         .routes(routes!(files::list_adapters))
         .routes(routes!(files::put_adapter))
+        .routes(routes!(adapters::hold))
+        .routes(routes!(adapters::resume))
         .routes(routes!(queue::queue))
         .routes(routes!(steps::show))
         .routes(routes!(steps::act))

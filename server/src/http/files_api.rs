@@ -179,6 +179,8 @@ pub(super) struct AdapterBody {
     demoted: Option<String>,
     /// Each claim of the current version; only verified ones count.
     claims: Vec<ClaimBody>,
+    /// An operator's hold, while it stands: nothing new is sent meanwhile.
+    held: Option<super::ops::adapters::HoldView>,
 }
 
 /// One claim of an adapter's current version.
@@ -227,7 +229,9 @@ pub(super) async fn list_adapters(
     let mut listed = Vec::with_capacity(rows.len());
     for a in rows {
         let claims = engine::store::adapter::claims(&pool, &a.name).await?;
+        let held = engine::store::hold::of(&pool, &a.name).await?.flatten();
         listed.push(AdapterBody {
+            held: held.map(Into::into),
             kind: a.contract.kind().as_str(),
             capabilities: a.contract.capabilities_summary(),
             may_send: a.may_send(),

@@ -6,6 +6,7 @@
 //! Exit codes: 0 done, 1 refused (the engine's sentence on stderr), 2 a usage error (an
 //! argument clap or the engine finds malformed, an operator no one has enabled).
 
+mod hold;
 mod incident;
 pub mod listing;
 pub mod print;
@@ -147,6 +148,8 @@ pub async fn execute(pool: &PgPool, command: OpsCommand, io: &mut Io<'_>) -> any
             reason,
             ..
         }) => stop_bulk(pool, run, &name, &reason, io).await,
+        OpsCommand::Hold(args) => hold::hold(pool, &args, io).await,
+        OpsCommand::Resume(args) => hold::resume(pool, &args, io).await,
     };
     match ran {
         Ok(()) => Ok(Exit::Done),

@@ -10,13 +10,13 @@ use uuid::Uuid;
 use crate::support::fixture;
 
 /// What one command printed, and how it ended.
-struct Ran {
-    exit: Exit,
-    out: String,
-    err: String,
+pub(crate) struct Ran {
+    pub(crate) exit: Exit,
+    pub(crate) out: String,
+    pub(crate) err: String,
 }
 
-async fn z29c(pool: &PgPool, args: &[&str]) -> Ran {
+pub(crate) async fn z29c(pool: &PgPool, args: &[&str]) -> Ran {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let exit = run_on(
         pool,

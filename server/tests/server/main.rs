@@ -12,6 +12,7 @@ mod files_api;
 mod fuzz;
 mod fuzz_routes;
 mod headers;
+mod hold;
 mod http;
 mod kept_forms;
 mod observability;

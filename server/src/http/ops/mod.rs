@@ -4,6 +4,7 @@
 //! console's form, so the role, the contract and the step's version decide exactly as they do
 //! there, and the audit log names the token (docs/DESIGN.md §17).
 
+pub(super) mod adapters;
 pub(super) mod audit;
 pub(super) mod bulk;
 pub(super) mod incidents;

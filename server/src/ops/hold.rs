@@ -1,0 +1,81 @@
+//! `z29c hold ADAPTER` and `z29c resume ADAPTER`: the engine's `recovery::hold`, as an approver
+//! named with `--as` (docs/DESIGN.md §20).
+
+use std::io::Write;
+
+use engine::recovery::hold::{self, Resumed};
+use engine::store::hold::AdapterHold;
+use engine::store::journal::Actor;
+use sqlx::PgPool;
+
+use super::{Io, Stop, operator, refusal};
+use crate::cli::ops::{HoldArgs, ResumeArgs};
+
+/// Holds the adapter and says what that means.
+pub(super) async fn hold(pool: &PgPool, args: &HoldArgs, io: &mut Io<'_>) -> Result<(), Stop> {
+    let acting = &args.acting;
+    let by = operator(pool, &acting.operator).await?;
+    let held = hold::hold_adapter(
+        pool,
+        (Actor::Operator(&by.username), by.role),
+        &args.adapter,
+        &acting.reason,
+        !args.lookups_go,
+    )
+    .await
+    .map_err(|e| refusal(e, "no such adapter"))?;
+    if acting.output.json {
+        return Ok(writeln!(io.out, "{}", json_of(&held))?);
+    }
+    let lookups = if held.holds_lookups {
+        "nor any lookup"
+    } else {
+        "though lookups still go"
+    };
+    Ok(writeln!(
+        io.out,
+        "Sending to {} is held: no new request leaves for it, {lookups}, until `z29c resume {}`. Calls already in flight settle as they would.",
+        held.adapter, held.adapter
+    )?)
+}
+
+/// Resumes the adapter and says how many steps went back to the queue.
+pub(super) async fn resume(
+    pool: &PgPool,
+    args: &ResumeArgs,
+    io: &mut Io<'_>,
+) -> Result<(), Stop> {
+    let acting = &args.acting;
+    let by = operator(pool, &acting.operator).await?;
+    let Resumed { hold, released } = hold::resume_adapter(
+        pool,
+        (Actor::Operator(&by.username), by.role),
+        &args.adapter,
+        &acting.reason,
+        args.per_second,
+    )
+    .await
+    .map_err(|e| refusal(e, "no such adapter"))?;
+    if acting.output.json {
+        let resumed = serde_json::json!({ "ended": json_of(&hold), "released": released });
+        return Ok(writeln!(io.out, "{resumed}")?);
+    }
+    let pace = match args.per_second {
+        Some(rate) => format!("{rate} a second, oldest first"),
+        None => "all at once".to_owned(),
+    };
+    Ok(writeln!(
+        io.out,
+        "Sending to {} resumed (held by {} since {}); {released} held step(s) go back to the queue, {pace}.",
+        hold.adapter,
+        hold.held_by,
+        hold.held_at.format("%Y-%m-%d %H:%M UTC")
+    )?)
+}
+
+fn json_of(hold: &AdapterHold) -> serde_json::Value {
+    serde_json::json!({
+        "adapter": hold.adapter, "held_by": hold.held_by, "held_at": hold.held_at.to_rfc3339(),
+        "reason": hold.reason, "holds_lookups": hold.holds_lookups,
+    })
+}
