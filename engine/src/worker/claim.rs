@@ -162,7 +162,10 @@ impl Worker {
         }
         if let Some(gate) = adapter {
             let name = step.adapter.as_deref().unwrap_or_default();
-            if adapters.loaded(name).is_none_or(|l| l.version < gate.version) {
+            if adapters
+                .loaded(name)
+                .is_none_or(|l| l.version < gate.version)
+            {
                 *adapters = self.reload_adapters().await?;
             }
             if step.state == StepState::Ready && !gate.may_send {

@@ -26,18 +26,31 @@ async fn audited(pool: &PgPool, action: &str) -> Vec<(String, Option<String>, se
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn a_held_adapter_sends_nothing_new_until_it_is_resumed(pool: PgPool) {
     let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
-    hold_adapter(&h.pool, APPROVER, "docs", "the provider reports elevated errors", true)
-        .await
-        .unwrap();
+    hold_adapter(
+        &h.pool,
+        APPROVER,
+        "docs",
+        "the provider reports elevated errors",
+        true,
+    )
+    .await
+    .unwrap();
     let (first, second) = (h.start("held-1").await, h.start("held-2").await);
     h.drive_until(second, "deliver", "held").await;
     h.drive_for(Duration::from_millis(300)).await;
 
     for w in [first, second] {
-        assert_eq!(h.step(w, "deliver").await, ("held".to_owned(), 0), "held, no attempt");
+        assert_eq!(
+            h.step(w, "deliver").await,
+            ("held".to_owned(), 0),
+            "held, no attempt"
+        );
         assert_eq!(h.effects(&Harness::key(w, "deliver")).await, 0);
     }
-    assert!(h.ledger().await.deliveries.is_empty(), "the destination saw nothing");
+    assert!(
+        h.ledger().await.deliveries.is_empty(),
+        "the destination saw nothing"
+    );
 
     let resumed = resume_adapter(&h.pool, APPROVER, "docs", "the provider recovered", None)
         .await
@@ -50,7 +63,10 @@ async fn a_held_adapter_sends_nothing_new_until_it_is_resumed(pool: PgPool) {
     let holds = audited(&h.pool, "adapter_hold").await;
     assert_eq!(holds.len(), 1);
     assert_eq!(holds[0].0, "ana");
-    assert_eq!(holds[0].1.as_deref(), Some("the provider reports elevated errors"));
+    assert_eq!(
+        holds[0].1.as_deref(),
+        Some("the provider reports elevated errors")
+    );
     let resumes = audited(&h.pool, "adapter_resume").await;
     assert_eq!(resumes[0].2["released"], 2);
 }
@@ -60,15 +76,26 @@ async fn only_an_approver_holds_only_with_a_reason_and_never_twice(pool: PgPool)
     let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
     let operator = (Actor::Operator("olga"), Role::Operator);
     let refused = hold_adapter(&h.pool, operator, "docs", "outage", true).await;
-    assert!(matches!(refused, Err(ActionError::Forbidden(_))), "{refused:?}");
+    assert!(
+        matches!(refused, Err(ActionError::Forbidden(_))),
+        "{refused:?}"
+    );
     let blank = hold_adapter(&h.pool, APPROVER, "docs", "  ", true).await;
     assert!(matches!(blank, Err(ActionError::Invalid(_))), "{blank:?}");
     let unknown = hold_adapter(&h.pool, APPROVER, "mail", "outage", true).await;
-    assert!(matches!(unknown, Err(ActionError::Invalid(_))), "{unknown:?}");
+    assert!(
+        matches!(unknown, Err(ActionError::Invalid(_))),
+        "{unknown:?}"
+    );
     let not_held = resume_adapter(&h.pool, APPROVER, "docs", "back", None).await;
-    assert!(matches!(not_held, Err(ActionError::Conflict(_))), "{not_held:?}");
+    assert!(
+        matches!(not_held, Err(ActionError::Conflict(_))),
+        "{not_held:?}"
+    );
 
-    hold_adapter(&h.pool, APPROVER, "docs", "outage", true).await.unwrap();
+    hold_adapter(&h.pool, APPROVER, "docs", "outage", true)
+        .await
+        .unwrap();
     let again = hold_adapter(&h.pool, APPROVER, "docs", "outage again", true).await;
     let Err(ActionError::Conflict(sentence)) = again else {
         panic!("a second hold was not refused: {again:?}");
@@ -90,22 +117,29 @@ async fn a_step_in_recovery_is_not_looked_up_while_its_adapter_holds_lookups(poo
     )
     .times(1)]));
     h.drive_until(w, "deliver", "outcome_unknown").await;
-    hold_adapter(&h.pool, APPROVER, "docs", "provider outage", true).await.unwrap();
+    hold_adapter(&h.pool, APPROVER, "docs", "provider outage", true)
+        .await
+        .unwrap();
     sqlx::query("update step_ready set run_after = now()")
         .execute(&h.pool)
         .await
         .unwrap();
     h.drive_for(Duration::from_millis(400)).await;
 
-    assert_eq!(h.step(w, "deliver").await.0, "outcome_unknown", "no lookup, no review");
-    let lookups: i64 =
-        sqlx::query_scalar("select count(*) from observation where kind = 'lookup'")
-            .fetch_one(&h.pool)
-            .await
-            .unwrap();
+    assert_eq!(
+        h.step(w, "deliver").await.0,
+        "outcome_unknown",
+        "no lookup, no review"
+    );
+    let lookups: i64 = sqlx::query_scalar("select count(*) from observation where kind = 'lookup'")
+        .fetch_one(&h.pool)
+        .await
+        .unwrap();
     assert_eq!(lookups, 0);
 
-    resume_adapter(&h.pool, APPROVER, "docs", "provider back", None).await.unwrap();
+    resume_adapter(&h.pool, APPROVER, "docs", "provider back", None)
+        .await
+        .unwrap();
     sqlx::query("update step_ready set run_after = now()")
         .execute(&h.pool)
         .await
@@ -117,14 +151,18 @@ async fn a_step_in_recovery_is_not_looked_up_while_its_adapter_holds_lookups(poo
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn a_resume_releases_held_steps_oldest_first_at_its_ramp(pool: PgPool) {
     let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
-    hold_adapter(&h.pool, APPROVER, "docs", "outage", true).await.unwrap();
+    hold_adapter(&h.pool, APPROVER, "docs", "outage", true)
+        .await
+        .unwrap();
     let mut started = Vec::new();
     for key in ["ramp-1", "ramp-2", "ramp-3"] {
         let w = h.start(key).await;
         h.drive_until(w, "deliver", "held").await;
         started.push(w);
     }
-    let resumed = resume_adapter(&h.pool, APPROVER, "docs", "back", Some(2.0)).await.unwrap();
+    let resumed = resume_adapter(&h.pool, APPROVER, "docs", "back", Some(2.0))
+        .await
+        .unwrap();
     assert_eq!(resumed.released, 3);
     let delays: Vec<f64> = sqlx::query_scalar(
         "select extract(epoch from q.run_after - min(q.run_after) over ())::float8
@@ -150,19 +188,31 @@ async fn a_hold_that_lets_lookups_go_still_resends_nothing(pool: PgPool) {
     )
     .times(1)]));
     h.drive_until(w, "deliver", "outcome_unknown").await;
-    hold_adapter(&h.pool, APPROVER, "docs", "provider outage", false).await.unwrap();
+    hold_adapter(&h.pool, APPROVER, "docs", "provider outage", false)
+        .await
+        .unwrap();
     sqlx::query("update step_ready set run_after = now()")
         .execute(&h.pool)
         .await
         .unwrap();
     h.drive_for(Duration::from_millis(400)).await;
 
-    assert_eq!(h.step(w, "deliver").await, ("outcome_unknown".to_owned(), 1), "no resend");
-    resume_adapter(&h.pool, APPROVER, "docs", "provider back", None).await.unwrap();
+    assert_eq!(
+        h.step(w, "deliver").await,
+        ("outcome_unknown".to_owned(), 1),
+        "no resend"
+    );
+    resume_adapter(&h.pool, APPROVER, "docs", "provider back", None)
+        .await
+        .unwrap();
     sqlx::query("update step_ready set run_after = now()")
         .execute(&h.pool)
         .await
         .unwrap();
     h.drive_until(w, "deliver", "succeeded").await;
-    assert_eq!(h.effects(&Harness::key(w, "deliver")).await, 1, "one effect, replayed");
+    assert_eq!(
+        h.effects(&Harness::key(w, "deliver")).await,
+        1,
+        "one effect, replayed"
+    );
 }

@@ -1,8 +1,6 @@
 //! `z29c hold ADAPTER` and `z29c resume ADAPTER`: the engine's `recovery::hold`, as an approver
 //! named with `--as` (docs/DESIGN.md §20).
 
-use std::io::Write;
-
 use engine::recovery::hold::{self, Resumed};
 use engine::store::hold::AdapterHold;
 use engine::store::journal::Actor;
@@ -40,11 +38,7 @@ pub(super) async fn hold(pool: &PgPool, args: &HoldArgs, io: &mut Io<'_>) -> Res
 }
 
 /// Resumes the adapter and says how many steps went back to the queue.
-pub(super) async fn resume(
-    pool: &PgPool,
-    args: &ResumeArgs,
-    io: &mut Io<'_>,
-) -> Result<(), Stop> {
+pub(super) async fn resume(pool: &PgPool, args: &ResumeArgs, io: &mut Io<'_>) -> Result<(), Stop> {
     let acting = &args.acting;
     let by = operator(pool, &acting.operator).await?;
     let Resumed { hold, released } = hold::resume_adapter(

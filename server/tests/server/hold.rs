@@ -14,7 +14,12 @@ use crate::cli::z29c;
 use crate::console::fixture_review_step;
 use server::ops::Exit;
 
-async fn post(pool: &PgPool, uri: &str, secret: &str, body: serde_json::Value) -> (StatusCode, serde_json::Value) {
+async fn post(
+    pool: &PgPool,
+    uri: &str,
+    secret: &str,
+    body: serde_json::Value,
+) -> (StatusCode, serde_json::Value) {
     call(pool, "POST", uri, Some(secret), Some(body.to_string())).await
 }
 
@@ -23,7 +28,13 @@ async fn an_approver_token_holds_and_resumes_an_adapter_and_the_audit_log_names_
     let step = fixture_review_step(&pool, ContractKind::Opaque, "hold-1").await;
     let secret = token(&pool, "oncall", Role::Approver, None).await;
     let uri = "/api/v1/adapters/letters-opaque/hold";
-    let (status, held) = post(&pool, uri, &secret, json!({"reason": "provider incident 4411"})).await;
+    let (status, held) = post(
+        &pool,
+        uri,
+        &secret,
+        json!({"reason": "provider incident 4411"}),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{held}");
     assert_eq!(held["held_by"], "token:oncall");
     assert_eq!(held["holds_lookups"], true);
@@ -38,21 +49,39 @@ async fn an_approver_token_holds_and_resumes_an_adapter_and_the_audit_log_names_
         .iter()
         .find(|a| a["name"] == "letters-opaque")
         .unwrap();
-    assert_eq!(letters["held"]["reason"], "provider incident 4411", "{letters}");
-    let (_, shown) = call(&pool, "GET", &format!("/api/v1/steps/{step}"), Some(&secret), None).await;
+    assert_eq!(
+        letters["held"]["reason"], "provider incident 4411",
+        "{letters}"
+    );
+    let (_, shown) = call(
+        &pool,
+        "GET",
+        &format!("/api/v1/steps/{step}"),
+        Some(&secret),
+        None,
+    )
+    .await;
     let trust = shown["trust"].as_str().unwrap_or_default();
-    assert!(trust.starts_with("Held: sending is paused by token:oncall"), "{shown}");
+    assert!(
+        trust.starts_with("Held: sending is paused by token:oncall"),
+        "{shown}"
+    );
 
     let resume = "/api/v1/adapters/letters-opaque/resume";
-    let (status, resumed) = post(&pool, resume, &secret, json!({"reason": "fixed", "per_second": 5})).await;
+    let (status, resumed) = post(
+        &pool,
+        resume,
+        &secret,
+        json!({"reason": "fixed", "per_second": 5}),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{resumed}");
     assert_eq!(resumed["ended"]["reason"], "provider incident 4411");
-    let actors: Vec<(String, String)> = sqlx::query_as(
-        "select actor, action from audit where action like 'adapter_%' order by id",
-    )
-    .fetch_all(&pool)
-    .await
-    .unwrap();
+    let actors: Vec<(String, String)> =
+        sqlx::query_as("select actor, action from audit where action like 'adapter_%' order by id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
     assert_eq!(
         actors,
         [
@@ -68,9 +97,16 @@ async fn a_hold_is_refused_to_operators_prefixed_tokens_other_adapters_and_no_re
     let uri = "/api/v1/adapters/letters-opaque/hold";
     let body = json!({"reason": "outage"});
     let operator = token(&pool, "desk", Role::Operator, None).await;
-    assert_eq!(post(&pool, uri, &operator, body.clone()).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(
+        post(&pool, uri, &operator, body.clone()).await.0,
+        StatusCode::FORBIDDEN
+    );
     let prefixed = token(&pool, "shop", Role::Approver, Some("shop-")).await;
-    assert_eq!(post(&pool, uri, &prefixed, body.clone()).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(
+        post(&pool, uri, &prefixed, body.clone()).await.0,
+        StatusCode::FORBIDDEN
+    );
+    let mail = ["mail".to_owned()];
     let mail_only = engine::store::token::create(
         &pool,
         &NewToken {
@@ -78,13 +114,16 @@ async fn a_hold_is_refused_to_operators_prefixed_tokens_other_adapters_and_no_re
             role: Role::Approver,
             creation_key_prefix: None,
             may_configure: false,
-            adapters: Some(vec!["mail".to_owned()]),
+            adapters: Some(&mail),
         },
         Actor::Engine("test"),
     )
     .await
     .unwrap();
-    assert_eq!(post(&pool, uri, &mail_only, body.clone()).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(
+        post(&pool, uri, &mail_only, body.clone()).await.0,
+        StatusCode::FORBIDDEN
+    );
     let approver = token(&pool, "oncall", Role::Approver, None).await;
     let (status, refused) = post(&pool, uri, &approver, json!({"reason": " "})).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
@@ -100,10 +139,22 @@ async fn a_hold_is_refused_to_operators_prefixed_tokens_other_adapters_and_no_re
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn the_command_line_holds_and_resumes_as_the_approver_it_names(pool: PgPool) {
     fixture_review_step(&pool, ContractKind::Opaque, "hold-3").await;
-    engine::operators::add(&pool, "ana", Role::Approver).await.unwrap();
-    engine::operators::add(&pool, "olga", Role::Operator).await.unwrap();
+    engine::operators::add(&pool, "ana", Role::Approver)
+        .await
+        .unwrap();
+    engine::operators::add(&pool, "olga", Role::Operator)
+        .await
+        .unwrap();
     let hold = |who: &'static str| {
-        ["hold", "letters-opaque", "--as", who, "--reason", "provider outage", "--lookups-go"]
+        [
+            "hold",
+            "letters-opaque",
+            "--as",
+            who,
+            "--reason",
+            "provider outage",
+            "--lookups-go",
+        ]
     };
     let refused = z29c(&pool, &hold("olga")).await;
     assert_eq!(refused.exit, Exit::Refused, "{}", refused.out);
@@ -114,7 +165,15 @@ async fn the_command_line_holds_and_resumes_as_the_approver_it_names(pool: PgPoo
     assert!(held.out.contains("though lookups still go"), "{}", held.out);
     let resumed = z29c(
         &pool,
-        &["resume", "letters-opaque", "--as", "ana", "--reason", "back", "--json"],
+        &[
+            "resume",
+            "letters-opaque",
+            "--as",
+            "ana",
+            "--reason",
+            "back",
+            "--json",
+        ],
     )
     .await;
     assert_eq!(resumed.exit, Exit::Done, "{}", resumed.err);
