@@ -201,6 +201,10 @@ fn describe() {
     describe_gauge!("z29c_incidents_open", "Open integrity incidents, by kind.");
     describe_gauge!("z29c_alerts_open", "Open alerts, by rule.");
     describe_gauge!(
+        "z29c_adapter_held",
+        "1 for each adapter an operator holds: nothing new is sent to it."
+    );
+    describe_gauge!(
         "z29c_outbox_unpublished",
         "Outbox events not yet handed to every consumer."
     );

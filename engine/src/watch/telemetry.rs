@@ -94,7 +94,8 @@ async fn incidents_and_violations(pool: &PgPool, f: &mut Figures) -> sqlx::Resul
     Ok(())
 }
 
-/// Open alerts by rule, and the outbox events not yet handed to every consumer.
+/// Open alerts by rule, the outbox events not yet handed to every consumer, and the adapters
+/// held.
 async fn alerts_and_outbox(pool: &PgPool, f: &mut Figures) -> sqlx::Result<()> {
     for (rule, n) in metrics::open_alerts_by_rule(pool).await? {
         f.gauges
@@ -103,5 +104,13 @@ async fn alerts_and_outbox(pool: &PgPool, f: &mut Figures) -> sqlx::Result<()> {
     let backlog = metrics::outbox_backlog(pool).await?;
     f.gauges
         .push(labelled("z29c_outbox_unpublished", &[], backlog as f64));
+    // Each adapter an operator holds (docs/DESIGN.md §20), while the hold stands.
+    for hold in crate::store::hold::all(pool).await? {
+        f.gauges.push(labelled(
+            "z29c_adapter_held",
+            &[("adapter", &hold.adapter)],
+            1.0,
+        ));
+    }
     Ok(())
 }
