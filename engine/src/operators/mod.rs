@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::domain::AuditAction;
 use crate::domain::Role;
-use crate::store::journal::{self, Actor, AuditEntry};
+use crate::store::journal::{self, Actor};
 use crate::store::operator as store;
 
 pub use crate::store::operator::Listed;
@@ -170,10 +170,11 @@ pub async fn standing(
 pub async fn list(pool: &PgPool, actor: Actor<'_>) -> sqlx::Result<Vec<Listed>> {
     let listed = store::list(pool).await?;
     let details = serde_json::json!({ "count": listed.len() });
-    audit(
+    journal::audit_unattached(
         &mut *pool.acquire().await?,
         actor,
         AuditAction::OperatorListed,
+        None,
         details,
     )
     .await?;
@@ -206,10 +207,11 @@ async fn set_disabled(
     } else {
         AuditAction::OperatorEnabled
     };
-    audit(
+    journal::audit_unattached(
         &mut tx,
         actor,
         action,
+        None,
         serde_json::json!({ "username": username }),
     )
     .await?;
@@ -229,7 +231,7 @@ pub async fn set_role(
         return Err(OperatorError::NotFound(username.to_owned()));
     };
     let details = serde_json::json!({ "username": username, "from": previous, "to": role });
-    audit(&mut tx, actor, AuditAction::OperatorRoleSet, details).await?;
+    journal::audit_unattached(&mut tx, actor, AuditAction::OperatorRoleSet, None, details).await?;
     tx.commit().await?;
     Ok(previous)
 }
@@ -247,26 +249,16 @@ pub async fn reset_password(
         return Err(OperatorError::NotFound(username.to_owned()));
     }
     let details = serde_json::json!({ "username": username });
-    audit(&mut tx, actor, AuditAction::OperatorPasswordReset, details).await?;
+    journal::audit_unattached(
+        &mut tx,
+        actor,
+        AuditAction::OperatorPasswordReset,
+        None,
+        details,
+    )
+    .await?;
     tx.commit().await?;
     Ok(password)
-}
-
-async fn audit(
-    conn: &mut sqlx::PgConnection,
-    actor: Actor<'_>,
-    action: AuditAction,
-    details: serde_json::Value,
-) -> sqlx::Result<()> {
-    let entry = AuditEntry {
-        actor,
-        action,
-        workflow: None,
-        step: None,
-        reason: None,
-        details,
-    };
-    journal::audit(conn, &entry).await
 }
 
 /// The sign-in form's token for visitors who have no session: stateless, so an anonymous visit

@@ -4,9 +4,9 @@
 
 use sqlx::PgPool;
 
-use super::{Operator, audit, authenticate};
+use super::{Operator, authenticate};
 use crate::domain::AuditAction;
-use crate::store::journal::Actor;
+use crate::store::journal::{self, Actor};
 
 /// How long the per-name, per-window failure counts are kept.
 pub const FAILURES_KEPT_DAYS: i64 = 90;
@@ -184,10 +184,11 @@ async fn record(pool: &PgPool, outcome: &SignIn, typed: &str, address: &str) -> 
         SignIn::SignedIn(operator) => {
             let details = serde_json::json!({ "role": operator.role, "address": address });
             let mut conn = pool.acquire().await?;
-            audit(
+            journal::audit_unattached(
                 &mut conn,
                 Actor::Operator(&operator.username),
                 AuditAction::SignIn,
+                None,
                 details,
             )
             .await?;

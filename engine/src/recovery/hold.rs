@@ -8,7 +8,7 @@ use sqlx::PgPool;
 use super::ActionError;
 use crate::domain::{AuditAction, Role};
 use crate::store::hold::{self, AdapterHold, Holding};
-use crate::store::journal::{self, Actor, AuditEntry};
+use crate::store::journal::{self, Actor};
 
 /// What resuming did.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,7 +47,14 @@ pub async fn hold_adapter(
         Holding::Unknown => return Err(unknown(name)),
     };
     let details = json!({ "adapter": name, "holds_lookups": holds_lookups });
-    audit(&mut tx, actor, AuditAction::AdapterHold, &reason, details).await?;
+    journal::audit_unattached(
+        &mut tx,
+        actor,
+        AuditAction::AdapterHold,
+        Some(&reason),
+        details,
+    )
+    .await?;
     tx.commit().await?;
     Ok(held)
 }
@@ -79,7 +86,14 @@ pub async fn resume_adapter(
         "adapter": name, "released": released, "per_second": per_second,
         "held_by": ended.held_by, "held_at": ended.held_at,
     });
-    audit(&mut tx, actor, AuditAction::AdapterResume, &reason, details).await?;
+    journal::audit_unattached(
+        &mut tx,
+        actor,
+        AuditAction::AdapterResume,
+        Some(&reason),
+        details,
+    )
+    .await?;
     tx.commit().await?;
     Ok(Resumed {
         hold: ended,
@@ -106,22 +120,4 @@ fn admitted(role: Role, what: &str, reason: &str) -> Result<String, ActionError>
 
 fn unknown(name: &str) -> ActionError {
     ActionError::Invalid(format!("No adapter is named `{name}`."))
-}
-
-async fn audit(
-    tx: &mut sqlx::PgConnection,
-    actor: Actor<'_>,
-    action: AuditAction,
-    reason: &str,
-    details: serde_json::Value,
-) -> sqlx::Result<()> {
-    let entry = AuditEntry {
-        actor,
-        action,
-        workflow: None,
-        step: None,
-        reason: Some(reason),
-        details,
-    };
-    journal::audit(tx, &entry).await
 }

@@ -152,6 +152,25 @@ pub async fn audit(conn: &mut PgConnection, entry: &AuditEntry<'_>) -> sqlx::Res
     Ok(())
 }
 
+/// Appends an entry about no workflow or step: an operator, a token, an adapter's hold.
+pub async fn audit_unattached(
+    conn: &mut PgConnection,
+    actor: Actor<'_>,
+    action: AuditAction,
+    reason: Option<&str>,
+    details: Value,
+) -> sqlx::Result<()> {
+    let entry = AuditEntry {
+        actor,
+        action,
+        workflow: None,
+        step: None,
+        reason,
+        details,
+    };
+    audit(conn, &entry).await
+}
+
 /// One audit entry as the audit page lists it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct AuditRow {

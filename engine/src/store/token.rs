@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::domain::AuditAction;
 use crate::domain::Role;
-use crate::store::journal::{self, Actor, AuditEntry};
+use crate::store::journal::{self, Actor};
 
 fn hash(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
@@ -163,7 +163,7 @@ pub async fn create(
         "may_configure": new.may_configure,
         "adapters": new.adapters,
     });
-    audit(&mut tx, actor, AuditAction::TokenCreate, details).await?;
+    journal::audit_unattached(&mut tx, actor, AuditAction::TokenCreate, None, details).await?;
     tx.commit().await?;
     Ok(secret)
 }
@@ -181,35 +181,16 @@ pub async fn revoke(pool: &PgPool, name: &str, actor: Actor<'_>) -> Result<(), T
     if revoked.is_empty() {
         return Err(TokenError::NoSuchToken(name.to_owned()));
     }
-    audit(
+    journal::audit_unattached(
         &mut tx,
         actor,
         AuditAction::TokenRevoke,
+        None,
         json!({ "token": name }),
     )
     .await?;
     tx.commit().await?;
     Ok(())
-}
-
-async fn audit(
-    tx: &mut sqlx::PgConnection,
-    actor: Actor<'_>,
-    action: AuditAction,
-    details: serde_json::Value,
-) -> sqlx::Result<()> {
-    journal::audit(
-        tx,
-        &AuditEntry {
-            actor,
-            action,
-            workflow: None,
-            step: None,
-            reason: None,
-            details,
-        },
-    )
-    .await
 }
 
 /// Every token, live and revoked, oldest first.

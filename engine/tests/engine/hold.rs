@@ -4,13 +4,14 @@
 
 use std::time::Duration;
 
-use destinations::{Fault, FaultPlan, FaultRule, Kind, Match, Operation};
+use destinations::Kind;
 use engine::domain::Role;
 use engine::recovery::ActionError;
 use engine::recovery::hold::{hold_adapter, resume_adapter};
 use engine::store::journal::Actor;
 use sqlx::PgPool;
 
+use crate::operate::unknown_delivery;
 use crate::support::Harness;
 
 const APPROVER: (Actor<'static>, Role) = (Actor::Operator("ana"), Role::Approver);
@@ -21,6 +22,14 @@ async fn audited(pool: &PgPool, action: &str) -> Vec<(String, Option<String>, se
         .fetch_all(pool)
         .await
         .unwrap()
+}
+
+/// Makes every queued step due now, instead of waiting out its recheck.
+async fn due_now(h: &Harness) {
+    sqlx::query("update step_ready set run_after = now()")
+        .execute(&h.pool)
+        .await
+        .unwrap();
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
@@ -109,21 +118,11 @@ async fn only_an_approver_holds_only_with_a_reason_and_never_twice(pool: PgPool)
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn a_step_in_recovery_is_not_looked_up_while_its_adapter_holds_lookups(pool: PgPool) {
     let h = Harness::new(pool, Kind::Queryable, 300, 0).await;
-    let w = h.start("held-lookup").await;
-    h.faults(FaultPlan::rules([FaultRule::new(
-        Operation::Deliver,
-        Match::ClientReference(Harness::key(w, "deliver")),
-        Fault::DelayResponse { ms: 2_500 },
-    )
-    .times(1)]));
-    h.drive_until(w, "deliver", "outcome_unknown").await;
+    let (w, _) = unknown_delivery(&h, "held-lookup", "outcome_unknown").await;
     hold_adapter(&h.pool, APPROVER, "docs", "provider outage", true)
         .await
         .unwrap();
-    sqlx::query("update step_ready set run_after = now()")
-        .execute(&h.pool)
-        .await
-        .unwrap();
+    due_now(&h).await;
     h.drive_for(Duration::from_millis(400)).await;
 
     assert_eq!(
@@ -140,10 +139,7 @@ async fn a_step_in_recovery_is_not_looked_up_while_its_adapter_holds_lookups(poo
     resume_adapter(&h.pool, APPROVER, "docs", "provider back", None)
         .await
         .unwrap();
-    sqlx::query("update step_ready set run_after = now()")
-        .execute(&h.pool)
-        .await
-        .unwrap();
+    due_now(&h).await;
     h.drive_until(w, "deliver", "succeeded").await;
     assert_eq!(h.effects(&Harness::key(w, "deliver")).await, 1);
 }
@@ -180,21 +176,11 @@ async fn a_resume_releases_held_steps_oldest_first_at_its_ramp(pool: PgPool) {
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn a_hold_that_lets_lookups_go_still_resends_nothing(pool: PgPool) {
     let h = Harness::new(pool, Kind::Idempotent, 300, 0).await;
-    let w = h.start("held-replay").await;
-    h.faults(FaultPlan::rules([FaultRule::new(
-        Operation::Deliver,
-        Match::ClientReference(Harness::key(w, "deliver")),
-        Fault::DelayResponse { ms: 2_500 },
-    )
-    .times(1)]));
-    h.drive_until(w, "deliver", "outcome_unknown").await;
+    let (w, _) = unknown_delivery(&h, "held-replay", "outcome_unknown").await;
     hold_adapter(&h.pool, APPROVER, "docs", "provider outage", false)
         .await
         .unwrap();
-    sqlx::query("update step_ready set run_after = now()")
-        .execute(&h.pool)
-        .await
-        .unwrap();
+    due_now(&h).await;
     h.drive_for(Duration::from_millis(400)).await;
 
     assert_eq!(
@@ -205,10 +191,7 @@ async fn a_hold_that_lets_lookups_go_still_resends_nothing(pool: PgPool) {
     resume_adapter(&h.pool, APPROVER, "docs", "provider back", None)
         .await
         .unwrap();
-    sqlx::query("update step_ready set run_after = now()")
-        .execute(&h.pool)
-        .await
-        .unwrap();
+    due_now(&h).await;
     h.drive_until(w, "deliver", "succeeded").await;
     assert_eq!(
         h.effects(&Harness::key(w, "deliver")).await,
