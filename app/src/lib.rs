@@ -6,6 +6,7 @@
 //! feature is a module with its DTOs (`types`), server functions (`api`) and views
 //! (`components`).
 
+pub mod adapters;
 #[cfg(feature = "ssr")]
 pub mod assets;
 pub mod audit;

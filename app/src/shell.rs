@@ -5,6 +5,7 @@ use leptos_meta::{MetaTags, Title, provide_meta_context};
 use leptos_router::components::{A, Route, Router, Routes};
 use leptos_router::{SsrMode, path};
 
+use crate::adapters::components::AdaptersPage;
 use crate::audit::components::AuditLogPage;
 use crate::auth::components::{OperatorMenu, SignInPage};
 use crate::bulk::components::{BulkPage, BulkRunPage};
@@ -89,6 +90,7 @@ pub fn App() -> impl IntoView {
                     <A href="/">"Review queue"</A>
                     <A href="/overview">"Overview"</A>
                     <A href="/bulk">"Bulk recovery"</A>
+                    <A href="/adapters">"Adapters"</A>
                     <A href="/audit">"Audit log"</A>
                 </nav>
                 <OperatorMenu />
@@ -102,6 +104,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/workflows/:id") view=WorkflowPage ssr=SsrMode::Async />
                     <Route path=path!("/status/:id") view=StatusPage ssr=SsrMode::Async />
                     <Route path=path!("/audit") view=AuditLogPage ssr=SsrMode::Async />
+                    <Route path=path!("/adapters") view=AdaptersPage ssr=SsrMode::Async />
                     <Route path=path!("/bulk") view=BulkPage ssr=SsrMode::Async />
                     <Route path=path!("/bulk/:id") view=BulkRunPage ssr=SsrMode::Async />
                     <Route path=path!("/sign-in") view=SignInPage ssr=SsrMode::Async />

@@ -205,6 +205,10 @@ fn describe() {
         "1 for each adapter an operator holds: nothing new is sent to it."
     );
     describe_gauge!(
+        "z29c_workflows_paused",
+        "Workflows an operator paused: no step of them starts."
+    );
+    describe_gauge!(
         "z29c_outbox_unpublished",
         "Outbox events not yet handed to every consumer."
     );

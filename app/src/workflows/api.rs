@@ -11,12 +11,37 @@ async fn project(id: &str) -> Result<engine::read::status::WorkflowStatus, Conso
         .ok_or_else(|| ConsoleError::NotFound.answered())
 }
 
-/// Every step of workflow `id`, for operators.
+/// Every step of workflow `id`, for operators, with its pause and the form that pauses or
+/// resumes it.
 #[server(prefix = "/fn")]
 pub async fn workflow_steps(id: String) -> Result<super::types::WorkflowData, ConsoleError> {
-    crate::auth::api::session::require(engine::domain::Role::Viewer).await?;
+    use crate::auth::api::session;
+    use engine::domain::{Role, WorkflowState};
+
+    let operator = session::require(Role::Viewer).await?;
+    let current = session::current().await?;
     let w = project(&id).await?;
+    let kept = {
+        use leptos::server_fn::ServerFn;
+        let path = if w.paused.is_some() {
+            ResumeWorkflow::PATH
+        } else {
+            PauseWorkflow::PATH
+        };
+        session::take_form(path)
+            .await?
+            .filter(|kept| kept.field("workflow") == Some(w.id.to_string().as_str()))
+    };
     Ok(super::types::WorkflowData {
+        paused: w.paused.map(|p| {
+            let since = p.paused_at.format("%Y-%m-%d %H:%M UTC");
+            format!("Paused by {} since {since}: {}", p.paused_by, p.reason)
+        }),
+        may_pause: operator.role >= Role::Operator
+            && !matches!(w.state, WorkflowState::Completed | WorkflowState::Cancelled),
+        csrf: session::csrf_token(&current).await?,
+        notice: session::take_notice(&current).await?,
+        kept,
         id: w.id.to_string(),
         creation_key: w.creation_key,
         definition: format!("{} v{}", w.definition, w.definition_version),
@@ -50,4 +75,50 @@ pub async fn customer_status(id: String) -> Result<(String, String), ConsoleErro
         .await?
         .ok_or_else(|| ConsoleError::NotFound.answered())?;
     Ok((sentence, at.format("%Y-%m-%d %H:%M UTC").to_string()))
+}
+
+/// Pauses workflow `workflow` (operator): no step of it starts until it is resumed.
+#[server(prefix = "/fn")]
+pub async fn pause_workflow(
+    workflow: String,
+    reason: String,
+    csrf: String,
+) -> Result<String, ConsoleError> {
+    pausing(workflow, reason, csrf, false).await
+}
+
+/// Resumes workflow `workflow` (operator): its held steps go back to the queue.
+#[server(prefix = "/fn")]
+pub async fn resume_workflow(
+    workflow: String,
+    reason: String,
+    csrf: String,
+) -> Result<String, ConsoleError> {
+    pausing(workflow, reason, csrf, true).await
+}
+
+#[cfg(feature = "ssr")]
+async fn pausing(
+    workflow: String,
+    reason: String,
+    csrf: String,
+    resume: bool,
+) -> Result<String, ConsoleError> {
+    use crate::auth::api::session;
+    use engine::recovery::pause::{pause_workflow, resume_workflow};
+
+    let operator = session::require(engine::domain::Role::Viewer).await?;
+    let current = session::current().await?;
+    session::check_csrf(&current, &csrf).await?;
+    let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
+    let id = uuid::Uuid::parse_str(&workflow).map_err(|_| ConsoleError::NotFound.answered())?;
+    let done = if resume {
+        resume_workflow(&pool, &operator, id, &reason).await
+    } else {
+        pause_workflow(&pool, &operator, id, &reason).await
+    }
+    .map_err(|e| ConsoleError::from(e).answered())?;
+    session::set_notice(&current, &done.message).await?;
+    leptos_axum::redirect(&format!("/workflows/{id}"));
+    Ok(done.message)
 }

@@ -3,9 +3,12 @@ use leptos::prelude::*;
 use leptos_router::components::A;
 use leptos_router::hooks::use_params_map;
 
-use super::api::{customer_status, workflow_steps};
-use super::types::StepRow;
+use leptos::server_fn::ServerFn;
+
+use super::api::{PauseWorkflow, ResumeWorkflow, customer_status, workflow_steps};
+use super::types::{StepRow, WorkflowData};
 use crate::error::ConsoleError;
+use crate::forms::kept_or;
 
 /// What a step still waits for, in words.
 fn waits_for(step: &StepRow, all: &[StepRow]) -> String {
@@ -45,6 +48,7 @@ pub fn WorkflowPage() -> impl IntoView {
                     match data.await {
                         Ok(w) => {
                             let all = w.steps.clone();
+                            let pause = view! { <Pause w=w.clone() /> };
                             view! {
                                 <h1>{format!("Workflow {}", w.creation_key)}</h1>
                                 <p>
@@ -52,6 +56,7 @@ pub fn WorkflowPage() -> impl IntoView {
                                     <span data-testid="status">{w.status}</span>
                                     " · " <A href=format!("/status/{}", w.id)>"The customer's status page"</A>
                                 </p>
+                                {pause}
                                 <table class="queue" data-testid="steps">
                                     <thead>
                                         <tr>
@@ -96,6 +101,46 @@ pub fn WorkflowPage() -> impl IntoView {
                 })}
             </Suspense>
         </section>
+    }
+}
+
+/// A workflow's pause: the notice of the last action, the pause in force, and the plain form
+/// that pauses or resumes it (it comes back to this page, with the refusal if there is one).
+#[component]
+fn Pause(w: WorkflowData) -> impl IntoView {
+    let refusal = w
+        .kept
+        .as_ref()
+        .and_then(|k| k.sentence())
+        .map(|e| view! { <p class="notice error" role="alert" data-testid="refusal">{e}</p> });
+    let reason = kept_or(&w.kept, "reason", "");
+    let (action, legend, button) = if w.paused.is_some() {
+        (
+            ResumeWorkflow::url(),
+            "Resume: its held steps go back to the queue",
+            "Resume workflow",
+        )
+    } else {
+        (
+            PauseWorkflow::url(),
+            "Pause: no step of it starts until it is resumed; calls in flight settle",
+            "Pause workflow",
+        )
+    };
+    view! {
+        {w.notice.map(|n| view! { <p class="notice ok" role="status" data-testid="notice">{n}</p> })}
+        {refusal}
+        {w.paused.map(|p| view! { <p class="notice warn" data-testid="paused">{p}</p> })}
+        {w.may_pause.then(|| view! {
+            <form method="post" action=action class="stack action" data-testid="pause-form">
+                <input type="hidden" name="csrf" value=w.csrf.clone() />
+                <input type="hidden" name="workflow" value=w.id.clone() />
+                <label>{legend}" — reason (recorded in the audit log)"
+                    <input type="text" name="reason" required value=reason />
+                </label>
+                <button type="submit">{button}</button>
+            </form>
+        })}
     }
 }
 

@@ -1,6 +1,8 @@
 use engine::domain::StepState;
 use serde::{Deserialize, Serialize};
 
+use crate::forms::KeptForm;
+
 /// One step on the workflow page.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepRow {
@@ -23,4 +25,12 @@ pub struct WorkflowData {
     pub state: String,
     pub status: String,
     pub steps: Vec<StepRow>,
+    /// "Paused by … since …: reason", while an operator's pause stands.
+    pub paused: Option<String>,
+    /// Whether the signed-in person may pause and resume it (an operator or an approver).
+    pub may_pause: bool,
+    pub csrf: String,
+    pub notice: Option<String>,
+    /// The pause or resume this session last posted here and the server refused, as typed.
+    pub kept: Option<KeptForm>,
 }

@@ -38,11 +38,13 @@ pub enum AuditAction {
     TokenRevoke,
     AdapterHold,
     AdapterResume,
+    WorkflowPause,
+    WorkflowResume,
 }
 
 impl AuditAction {
     /// Every kind, in the order the audit page offers them.
-    pub const ALL: [AuditAction; 22] = [
+    pub const ALL: [AuditAction; 24] = [
         AuditAction::CheckDestination,
         AuditAction::RetrySameKey,
         AuditAction::AttachEvidence,
@@ -65,6 +67,8 @@ impl AuditAction {
         AuditAction::TokenRevoke,
         AuditAction::AdapterHold,
         AuditAction::AdapterResume,
+        AuditAction::WorkflowPause,
+        AuditAction::WorkflowResume,
     ];
 
     /// The name the audit row records and the API uses.
@@ -92,6 +96,8 @@ impl AuditAction {
             AuditAction::TokenRevoke => "token_revoke",
             AuditAction::AdapterHold => "adapter_hold",
             AuditAction::AdapterResume => "adapter_resume",
+            AuditAction::WorkflowPause => "workflow_pause",
+            AuditAction::WorkflowResume => "workflow_resume",
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::definition::Catalog;
 use crate::domain::StepState;
 use crate::domain::WorkflowState;
 use crate::domain::words::{DuplicateStatus, StepWords, status_sentence, withdrawal_sentence};
+use crate::store::pause::WorkflowPause;
 
 /// One step as the status projection shows it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -41,6 +42,8 @@ pub struct WorkflowStatus {
     pub revision: i64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// An operator paused it: no step of it starts until it is resumed (docs/DESIGN.md §20).
+    pub paused: Option<WorkflowPause>,
     pub steps: Vec<StepStatus>,
 }
 
@@ -82,6 +85,7 @@ pub async fn project_on(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
         revision: workflow.revision,
         created_at: workflow.created_at,
         updated_at: workflow.updated_at,
+        paused: crate::store::pause::of(&mut *conn, id).await?,
         steps,
     }))
 }

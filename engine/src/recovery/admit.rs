@@ -53,6 +53,24 @@ pub(super) fn admit(
     }
 }
 
+/// Admits a control over more than one step (holding an adapter, pausing a workflow): the
+/// role must be at least `least`, and the reason given. Returns the reason, trimmed.
+pub(super) fn admit_control(
+    role: Role,
+    least: Role,
+    what: &str,
+    reason: &str,
+) -> Result<String, ActionError> {
+    if role < least {
+        return Err(ActionError::Forbidden(format!(
+            "{what} needs the {} role; you are signed in as {}.",
+            least.as_str(),
+            role.as_str()
+        )));
+    }
+    required("A reason", reason, 2000)
+}
+
 /// `value` trimmed, if it is present, at most `max` characters, and storable: PostgreSQL
 /// cannot store a NUL character and would answer with a driver error instead of a sentence.
 pub(super) fn required(field: &str, value: &str, max: usize) -> Result<String, ActionError> {

@@ -6,6 +6,7 @@ use serde_json::json;
 use sqlx::PgPool;
 
 use super::ActionError;
+use super::admit::admit_control;
 use crate::domain::{AuditAction, Role};
 use crate::store::hold::{self, AdapterHold, Holding};
 use crate::store::journal::{self, Actor};
@@ -19,9 +20,6 @@ pub struct Resumed {
     pub released: usize,
 }
 
-/// The longest reason kept.
-const REASON_CHARS: usize = 2000;
-
 /// Holds adapter `name`: from the next claim on, no worker sends it a new request (claimed steps
 /// wait `held`), nor a lookup unless `holds_lookups` is false; calls already in flight settle as
 /// they would. Only an approver may hold, and only with a reason.
@@ -32,7 +30,7 @@ pub async fn hold_adapter(
     reason: &str,
     holds_lookups: bool,
 ) -> Result<AdapterHold, ActionError> {
-    let reason = admitted(role, "hold an adapter", reason)?;
+    let reason = admit_control(role, Role::Approver, "Holding an adapter", reason)?;
     let mut tx = pool.begin().await?;
     let held = match hold::hold(&mut tx, name, &actor.label(), &reason, holds_lookups).await? {
         Holding::Held(held) => held,
@@ -68,7 +66,7 @@ pub async fn resume_adapter(
     reason: &str,
     per_second: Option<f64>,
 ) -> Result<Resumed, ActionError> {
-    let reason = admitted(role, "resume an adapter", reason)?;
+    let reason = admit_control(role, Role::Approver, "Resuming an adapter", reason)?;
     if per_second.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
         return Err(ActionError::Invalid(
             "The ramp must be a number of steps a second above zero.".into(),
@@ -81,7 +79,12 @@ pub async fn resume_adapter(
             Some(_) => ActionError::Conflict(format!("Sending to {name} is not held.")),
         });
     };
-    let released = crate::store::held::release(&mut tx, Some(name), per_second).await?;
+    let released = crate::store::held::release(
+        &mut tx,
+        crate::store::held::Releasing::Adapter(name),
+        per_second,
+    )
+    .await?;
     let details = json!({
         "adapter": name, "released": released, "per_second": per_second,
         "held_by": ended.held_by, "held_at": ended.held_at,
@@ -99,23 +102,6 @@ pub async fn resume_adapter(
         hold: ended,
         released,
     })
-}
-
-/// The reason, trimmed, once the role may act and the reason says something.
-fn admitted(role: Role, what: &str, reason: &str) -> Result<String, ActionError> {
-    if role < Role::Approver {
-        return Err(ActionError::Forbidden(format!(
-            "Only an approver may {what}; you are signed in as {}.",
-            role.as_str()
-        )));
-    }
-    let reason = reason.trim();
-    if reason.is_empty() {
-        return Err(ActionError::Invalid(
-            "A reason is required: say why, for the audit log and the next person.".into(),
-        ));
-    }
-    Ok(reason.chars().take(REASON_CHARS).collect())
 }
 
 fn unknown(name: &str) -> ActionError {

@@ -278,7 +278,7 @@ pub async fn record_verification(
         )
         .execute(&mut *conn)
         .await?;
-        super::held::release(conn, Some(name), None).await?;
+        super::held::release(conn, super::held::Releasing::Adapter(name), None).await?;
     }
     Ok(true)
 }

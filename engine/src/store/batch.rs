@@ -19,6 +19,8 @@ pub struct Due {
     pub facts: Value,
     /// What its adapter allows now; `None` for a pure step.
     pub adapter: Option<Gate>,
+    /// An operator paused its workflow: it does not start.
+    pub paused: bool,
 }
 
 /// What a step's adapter allows when the step is claimed (docs/DESIGN.md §5, §20).
@@ -47,6 +49,7 @@ pub async fn claim_due(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<
                   (select c.external_reference from compensation_link c
                     where c.compensation_step_id = s.id) as withdraws,
                   w.state = 'pending' as "workflow_pending!",
+                  w.paused_at is not null as "paused!",
                   (select coalesce(jsonb_object_agg(p.logical,
                               coalesce(p.output, coalesce(r.result_summary -> 'fields', '{}') || jsonb_build_object(
                                   'external_reference', r.external_reference,
@@ -104,6 +107,7 @@ pub async fn claim_due(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<
                 may_send: r.may_send,
                 lookups_held: r.lookups_held,
             }),
+            paused: r.paused,
         })
         .collect())
 }

@@ -1,39 +1,79 @@
-//! Held steps (docs/DESIGN.md §5, §20): claimed steps whose adapter may send nothing now wait
-//! here, unsent and uncounted, until their adapter's current version passes verification and no
-//! operator holds it. The trigger that keeps the claim queue keeps `step_held` too.
+//! Held steps (docs/DESIGN.md §5, §20): claimed steps that may not start now wait here, unsent
+//! and uncounted: their adapter's current version is not verified, an operator holds their
+//! adapter, or an operator paused their workflow. The trigger that keeps the claim queue keeps
+//! `step_held` too.
 
-use sqlx::PgConnection;
+use sqlx::{Executor, PgConnection, Postgres};
+use uuid::Uuid;
 
-/// Sends the held steps of adapter `name` (of every adapter, when `None`) that may send again
-/// back to the claim queue, announcing each (their workflows are locked first, as a flush locks
-/// them): all at once, or oldest first at `per_second` (a resume's ramp). Returns how many it
-/// released.
+use super::conclusion::{Announcing, announce, lock_workflows};
+use crate::domain::EventKind;
+
+/// Which held steps a release looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Releasing<'a> {
+    /// Every held step.
+    All,
+    /// Those of one adapter (its hold ended, or its new version passed verification).
+    Adapter(&'a str),
+    /// Those of one workflow (an operator resumed it).
+    Workflow(Uuid),
+}
+
+impl Releasing<'_> {
+    fn adapter(&self) -> Option<&str> {
+        match self {
+            Releasing::Adapter(name) => Some(name),
+            _ => None,
+        }
+    }
+
+    fn workflow(&self) -> Option<Uuid> {
+        match self {
+            Releasing::Workflow(id) => Some(*id),
+            _ => None,
+        }
+    }
+}
+
+/// Sends the held steps `scope` names that may start again (their adapter may send, their
+/// workflow is not paused) back to the claim queue, announcing each (their workflows are locked
+/// first, as a flush locks them): all at once, or oldest first at `per_second` (a resume's
+/// ramp). Returns how many it released.
 pub async fn release(
     conn: &mut PgConnection,
-    name: Option<&str>,
+    scope: Releasing<'_>,
     per_second: Option<f64>,
 ) -> sqlx::Result<usize> {
+    let (name, workflow) = (scope.adapter(), scope.workflow());
     let owners = sqlx::query_scalar!(
         r#"select distinct s.workflow_id
-           from step_held h join adapter a on a.name = h.adapter join step s on s.id = h.step_id
-           where s.state = 'held' and a.verified_version = a.contract_version and a.held_at is null
-             and ($1::text is null or a.name = $1)
+           from step_held h join step s on s.id = h.step_id
+           join workflow w on w.id = s.workflow_id
+           left join adapter a on a.name = h.adapter
+           where s.state = 'held' and w.paused_at is null
+             and (h.adapter is null or (a.verified_version = a.contract_version and a.held_at is null))
+             and ($1::text is null or h.adapter = $1) and ($2::uuid is null or s.workflow_id = $2)
            order by 1"#,
-        name
+        name,
+        workflow
     )
     .fetch_all(&mut *conn)
     .await?;
     if owners.is_empty() {
         return Ok(0);
     }
-    super::conclusion::lock_workflows(conn, &owners).await?;
+    lock_workflows(conn, &owners).await?;
     let released = sqlx::query!(
         r#"with going as (
                select s.id, row_number() over (order by s.updated_at, s.id) - 1 as place
-               from step s join step_held h on h.step_id = s.id join adapter a on a.name = s.adapter
-               where s.workflow_id = any($1) and s.state = 'held'
-                 and a.verified_version = a.contract_version and a.held_at is null
-                 and ($2::text is null or a.name = $2)
+               from step s join step_held h on h.step_id = s.id
+               join workflow w on w.id = s.workflow_id
+               left join adapter a on a.name = s.adapter
+               where s.workflow_id = any($1) and s.state = 'held' and w.paused_at is null
+                 and (s.adapter is null
+                      or (a.verified_version = a.contract_version and a.held_at is null))
+                 and ($2::text is null or s.adapter = $2)
            )
            update step s set state = 'ready', updated_at = now(),
                   run_after = now() + make_interval(secs => coalesce(g.place / $3::float8, 0))
@@ -46,32 +86,97 @@ pub async fn release(
     )
     .fetch_all(&mut *conn)
     .await?;
-    let events: Vec<super::conclusion::Announcing> = released
+    let events: Vec<Announcing> = released
         .iter()
-        .map(|r| super::conclusion::Announcing {
-            event_id: uuid::Uuid::now_v7(),
+        .map(|r| Announcing {
+            event_id: Uuid::now_v7(),
             workflow: r.workflow_id,
-            kind: crate::domain::EventKind::StepReleased.as_str(),
+            kind: EventKind::StepReleased.as_str(),
             payload: serde_json::json!({ "step": r.id, "logical": r.logical, "adapter": r.adapter }),
         })
         .collect();
-    let spare: Vec<uuid::Uuid> = owners.iter().map(|_| uuid::Uuid::now_v7()).collect();
-    super::conclusion::announce(conn, &events, &owners, &spare).await?;
+    let spare: Vec<Uuid> = owners.iter().map(|_| Uuid::now_v7()).collect();
+    announce(conn, &events, &owners, &spare).await?;
     Ok(released.len())
 }
 
-/// Holds `steps`, claimed and found to belong to an adapter that may send nothing (its current
-/// version is not verified, or an operator holds it): they leave the claim queue unsent, with
-/// no attempt counted. Returns those held.
-pub async fn hold(conn: &mut PgConnection, steps: &[uuid::Uuid]) -> sqlx::Result<Vec<uuid::Uuid>> {
-    sqlx::query_scalar!(
+/// Holds `steps`, ready and found unable to start (their adapter may send nothing: its current
+/// version is not verified, or an operator holds it; or an operator paused their workflow):
+/// they leave the claim queue unsent, with no attempt counted, and each is announced. The
+/// caller holds their workflows' locks. Returns how many it held.
+pub async fn hold(conn: &mut PgConnection, steps: &[Uuid]) -> sqlx::Result<usize> {
+    let held = sqlx::query!(
         r#"update step s set state = 'held', updated_at = now()
-           where s.id = any($1) and s.state = 'ready' and s.lease_holder is null
-             and not exists (select 1 from adapter a where a.name = s.adapter
-                             and a.verified_version = a.contract_version and a.held_at is null)
-           returning s.id"#,
+           from workflow w
+           where s.id = any($1) and w.id = s.workflow_id and s.state = 'ready'
+             and s.lease_holder is null
+             and (w.paused_at is not null
+                  or (s.adapter is not null
+                      and not exists (select 1 from adapter a where a.name = s.adapter
+                                      and a.verified_version = a.contract_version
+                                      and a.held_at is null)))
+           returning s.id, s.workflow_id, s.logical, s.adapter"#,
         steps
     )
+    .fetch_all(&mut *conn)
+    .await?;
+    if held.is_empty() {
+        return Ok(0);
+    }
+    let events: Vec<Announcing> = held
+        .iter()
+        .map(|r| Announcing {
+            event_id: Uuid::now_v7(),
+            workflow: r.workflow_id,
+            kind: EventKind::StepHeld.as_str(),
+            payload: serde_json::json!({ "step": r.id, "logical": r.logical, "adapter": r.adapter }),
+        })
+        .collect();
+    let mut owners: Vec<Uuid> = held.iter().map(|r| r.workflow_id).collect();
+    owners.sort_unstable();
+    owners.dedup();
+    let spare: Vec<Uuid> = owners.iter().map(|_| Uuid::now_v7()).collect();
+    announce(conn, &events, &owners, &spare).await?;
+    Ok(held.len())
+}
+
+/// The ready steps of `workflow` not leased to a worker: those a pause holds at once.
+pub async fn ready_of(conn: &mut PgConnection, workflow: Uuid) -> sqlx::Result<Vec<Uuid>> {
+    sqlx::query_scalar!(
+        "select id from step where workflow_id = $1 and state = 'ready' and lease_holder is null",
+        workflow
+    )
     .fetch_all(conn)
+    .await
+}
+
+/// How many steps wait held, by adapter (pure steps of paused workflows name none).
+pub async fn counts<'e, E>(executor: E) -> sqlx::Result<Vec<(String, i64)>>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    let rows = sqlx::query!(
+        r#"select adapter as "adapter!", count(*) as "n!" from step_held
+           where adapter is not null group by adapter"#
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.adapter, r.n)).collect())
+}
+
+/// Whether a new request for a step of `workflow` to `adapter` must wait: an operator holds
+/// the adapter or paused the workflow.
+pub async fn stopped<'e, E>(executor: E, adapter: &str, workflow: Uuid) -> sqlx::Result<bool>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    sqlx::query_scalar!(
+        r#"select exists (select 1 from adapter where name = $1 and held_at is not null)
+               or exists (select 1 from workflow where id = $2 and paused_at is not null)
+           as "stopped!""#,
+        adapter,
+        workflow
+    )
+    .fetch_one(executor)
     .await
 }

@@ -22,6 +22,7 @@ pub mod journal;
 pub mod lease;
 pub mod operator;
 pub mod outbox;
+pub mod pause;
 pub mod projection;
 pub mod receipt;
 pub mod replacement;

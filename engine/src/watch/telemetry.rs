@@ -94,8 +94,8 @@ async fn incidents_and_violations(pool: &PgPool, f: &mut Figures) -> sqlx::Resul
     Ok(())
 }
 
-/// Open alerts by rule, the outbox events not yet handed to every consumer, and the adapters
-/// held.
+/// Open alerts by rule, the outbox events not yet handed to every consumer, the adapters held
+/// and the workflows paused.
 async fn alerts_and_outbox(pool: &PgPool, f: &mut Figures) -> sqlx::Result<()> {
     for (rule, n) in metrics::open_alerts_by_rule(pool).await? {
         f.gauges
@@ -112,5 +112,8 @@ async fn alerts_and_outbox(pool: &PgPool, f: &mut Figures) -> sqlx::Result<()> {
             1.0,
         ));
     }
+    let paused = crate::store::pause::count(pool).await?;
+    f.gauges
+        .push(labelled("z29c_workflows_paused", &[], paused as f64));
     Ok(())
 }

@@ -17,7 +17,7 @@ use crate::adapter::Adapter;
 use crate::adapter::registry::Adapters;
 use crate::domain::StepKind;
 use crate::domain::{Authority, Suspension};
-use crate::domain::{EventKind, StepState, TransportObservation, UnknownOutcomePolicy};
+use crate::domain::{StepState, TransportObservation, UnknownOutcomePolicy};
 use crate::store::attempt;
 use crate::store::batch::{self, Taken, Taking};
 use crate::store::conclusion;
@@ -42,7 +42,8 @@ enum Judged {
         step: Claimed,
         error: WorkerError,
     },
-    /// Its adapter's current version may send nothing: the step waits, held, unsent.
+    /// Its adapter's current version may send nothing, or its workflow is paused: the step
+    /// waits, held, unsent.
     Held(Claimed),
     /// Put off for a number of seconds, untaken: its adapter does not build in this worker, or
     /// an operator's hold keeps its lookups.
@@ -107,8 +108,8 @@ impl Worker {
         Ok((lease, self.works(judged, &taken)))
     }
 
-    /// Holds `steps`, whose adapter may send nothing now, in a transaction of their own that
-    /// locks their workflows first (as a flush does) and announces each.
+    /// Holds `steps`, whose adapter may send nothing now or whose workflow is paused, in a
+    /// transaction of their own that locks their workflows first (as a flush does).
     async fn hold_steps(&self, steps: &[Claimed]) -> Result<(), WorkerError> {
         let ids: Vec<Uuid> = steps.iter().map(|s| s.id).collect();
         let mut owners: Vec<Uuid> = steps.iter().map(|s| s.workflow_id).collect();
@@ -117,24 +118,10 @@ impl Worker {
         let mut tx = self.pool.begin().await?;
         conclusion::lock_workflows(&mut tx, &owners).await?;
         let held = crate::store::held::hold(&mut tx, &ids).await?;
-        if !held.is_empty() {
-            let events: Vec<conclusion::Announcing> = steps
-                .iter()
-                .filter(|s| held.contains(&s.id))
-                .map(|s| conclusion::Announcing {
-                    event_id: Uuid::now_v7(),
-                    workflow: s.workflow_id,
-                    kind: EventKind::StepHeld.as_str(),
-                    payload: serde_json::json!({
-                        "step": s.id, "logical": s.logical, "adapter": s.adapter,
-                    }),
-                })
-                .collect();
-            let spare: Vec<Uuid> = owners.iter().map(|_| Uuid::now_v7()).collect();
-            conclusion::announce(&mut tx, &events, &owners, &spare).await?;
+        if held > 0 {
             tracing::info!(
-                steps = held.len(),
-                "held: their adapter may not send (its version is not verified, or an operator holds it)"
+                steps = held,
+                "held: their adapter may not send (its version is not verified, or an operator holds it), or their workflow is paused"
             );
         }
         tx.commit().await?;
@@ -156,7 +143,12 @@ impl Worker {
             step,
             facts,
             adapter,
+            paused,
         } = due;
+        if paused && step.state == StepState::Ready {
+            // An operator paused the workflow: the step waits held (docs/DESIGN.md §20).
+            return Ok(Judged::Held(step));
+        }
         if step.kind == StepKind::Pure {
             return Ok(Judged::Pure { step, facts });
         }

@@ -316,7 +316,7 @@ impl Worker {
             workflow::refresh_state(&mut tx, *workflow_id).await?;
         }
         // A step held in the moment its adapter was verified was not released with the others.
-        crate::store::held::release(&mut tx, None, None).await?;
+        crate::store::held::release(&mut tx, crate::store::held::Releasing::All, None).await?;
         tx.commit().await?;
         Ok(())
     }

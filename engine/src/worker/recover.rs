@@ -139,19 +139,16 @@ impl Worker {
     /// A new attempt under the same key (idempotent replay, or after authoritative absence),
     /// recorded with its checkpoint 3.
     async fn resend(&self, step: &Claimed, claimed_at: Instant) -> Result<StepReport, WorkerError> {
-        // An operator's hold stops resends too, whatever it lets lookups do (docs/DESIGN.md
-        // §20): the step keeps its state and is looked at again later.
+        // An operator's hold stops resends too, whatever it lets lookups do, and so does a
+        // paused workflow (docs/DESIGN.md §20): the step keeps its state and is looked at
+        // again later.
         let adapter = step.adapter.as_deref().unwrap_or_default();
-        if crate::store::hold::of(&self.pool, adapter)
-            .await?
-            .flatten()
-            .is_some()
-        {
+        if crate::store::held::stopped(&self.pool, adapter, step.workflow_id).await? {
             let recheck_millis = HELD_RECHECK_MS;
             self.settle_alone(step, Settle::Unknown { recheck_millis })
                 .await?;
             return Ok(StepReport::Looked {
-                answer: "held: not resent while its adapter is held".into(),
+                answer: "held: not resent while its adapter is held or its workflow paused".into(),
                 state: StepState::OutcomeUnknown,
             });
         }

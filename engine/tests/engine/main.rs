@@ -18,6 +18,7 @@ mod invariants;
 mod operate;
 mod operators;
 mod outbox;
+mod pause;
 mod pipeline;
 mod privileges;
 mod replace;

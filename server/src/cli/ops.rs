@@ -102,7 +102,11 @@ impl OpsCommand {
             OpsCommand::Incident(IncidentCommand::Resolve { acting, .. }) => &acting.database,
             OpsCommand::Workflow(WorkflowCommand::List(args)) => &args.database,
             OpsCommand::Workflow(WorkflowCommand::Show { database, .. }) => database,
-            OpsCommand::Workflow(WorkflowCommand::Cancel { acting, .. }) => &acting.database,
+            OpsCommand::Workflow(
+                WorkflowCommand::Cancel { acting, .. }
+                | WorkflowCommand::Pause { acting, .. }
+                | WorkflowCommand::Resume { acting, .. },
+            ) => &acting.database,
             OpsCommand::Bulk(BulkCommand::Stop { database, .. }) => database,
             OpsCommand::Hold(args) => &args.acting.database,
             OpsCommand::Resume(args) => &args.acting.database,
@@ -297,6 +301,18 @@ pub enum WorkflowCommand {
     /// Cancel every unsettled step, each as `step cancel` would (approver); refused, changing
     /// nothing more, at the first step its contract does not let you cancel.
     Cancel {
+        id: Uuid,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// Pause it: no step of it starts until it is resumed; calls in flight settle (operator).
+    Pause {
+        id: Uuid,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// Resume a paused workflow: its held steps go back to the queue (operator).
+    Resume {
         id: Uuid,
         #[command(flatten)]
         acting: Acting,

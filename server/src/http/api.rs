@@ -45,6 +45,8 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(start, workflows::list))
         .routes(routes!(status))
         .routes(routes!(workflows::cancel))
+        .routes(routes!(workflows::pause))
+        .routes(routes!(workflows::resume))
         .routes(routes!(files::list))
         .routes(routes!(files::put))
         .routes(routes!(files::list_adapters))
@@ -87,6 +89,8 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
         engine::read::workflows::WorkflowRow,
         super::ops::workflows::ReasonBody,
         super::ops::workflows::CancelledBody,
+        super::ops::workflows::PausedBody,
+        engine::store::pause::WorkflowPause,
         super::ops::queue::QueueBody,
         super::ops::steps::StepBody,
         super::ops::steps::ActionBody,

@@ -1,5 +1,6 @@
-//! `z29c workflow list|show|cancel`: the API's workflow search, the status projection, and
-//! cancelling every unsettled step through `engine::recovery::cancel`.
+//! `z29c workflow list|show|cancel|pause|resume`: the API's workflow search, the status
+//! projection, cancelling every unsettled step through `engine::recovery::cancel`, and pausing
+//! through `engine::recovery::pause`.
 
 use chrono::Utc;
 use engine::read::status::WorkflowStatus;
@@ -10,7 +11,7 @@ use uuid::Uuid;
 
 use super::print::{self, Table};
 use super::{Io, Stop, operator, refusal};
-use crate::cli::ops::{WorkflowCommand, WorkflowListArgs};
+use crate::cli::ops::{Acting, WorkflowCommand, WorkflowListArgs};
 
 /// Runs one `z29c workflow` command.
 pub(super) async fn run(
@@ -45,7 +46,34 @@ pub(super) async fn run(
             }
             Ok(())
         }
+        WorkflowCommand::Pause { id, acting } => pause(pool, id, &acting, false, io).await,
+        WorkflowCommand::Resume { id, acting } => pause(pool, id, &acting, true, io).await,
     }
+}
+
+/// Pauses workflow `id`, or resumes it.
+async fn pause(
+    pool: &PgPool,
+    id: Uuid,
+    acting: &Acting,
+    resume: bool,
+    io: &mut Io<'_>,
+) -> Result<(), Stop> {
+    use engine::recovery::pause::{pause_workflow, resume_workflow};
+    let operator = operator(pool, &acting.operator).await?;
+    let done = if resume {
+        resume_workflow(pool, &operator, id, &acting.reason).await
+    } else {
+        pause_workflow(pool, &operator, id, &acting.reason).await
+    }
+    .map_err(|e| refusal(e, &no_workflow(id)))?;
+    if acting.output.json {
+        let document = json!({ "message": done.message, "pause": done.pause, "steps": done.steps });
+        print::json(io.out, &document)?;
+    } else {
+        writeln!(io.out, "{}", done.message)?;
+    }
+    Ok(())
 }
 
 fn no_workflow(id: Uuid) -> String {
@@ -102,21 +130,26 @@ async fn list(pool: &PgPool, args: &WorkflowListArgs, io: &mut Io<'_>) -> Result
 }
 
 fn write_status(io: &mut Io<'_>, w: &WorkflowStatus) -> std::io::Result<()> {
-    print::fields(
-        io.out,
-        &[
-            ("workflow", w.id.to_string()),
-            ("creation key", w.creation_key.clone()),
-            (
-                "definition",
-                format!("{} v{}", w.definition, w.definition_version),
-            ),
-            ("state", print::name_of(&w.state)),
-            ("status", w.status.clone()),
-            ("created", print::time(w.created_at)),
-            ("updated", print::time(w.updated_at)),
-        ],
-    )?;
+    let mut fields = vec![
+        ("workflow", w.id.to_string()),
+        ("creation key", w.creation_key.clone()),
+        (
+            "definition",
+            format!("{} v{}", w.definition, w.definition_version),
+        ),
+        ("state", print::name_of(&w.state)),
+        ("status", w.status.clone()),
+        ("created", print::time(w.created_at)),
+        ("updated", print::time(w.updated_at)),
+    ];
+    if let Some(p) = &w.paused {
+        let since = print::time(p.paused_at);
+        fields.push((
+            "paused",
+            format!("by {} since {since}: {}", p.paused_by, p.reason),
+        ));
+    }
+    print::fields(io.out, &fields)?;
     let mut steps = Table::new(&[
         "step",
         "logical",

@@ -27,9 +27,10 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> &'h str {
         .unwrap_or_else(|| panic!("no {name} header"))
 }
 
-const PAGES: [&str; 11] = [
+const PAGES: [&str; 12] = [
     "/",
     "/overview",
+    "/adapters",
     "/sign-in",
     "/audit",
     "/bulk",

@@ -173,7 +173,11 @@ async fn the_command_line_holds_and_resumes_as_the_approver_it_names(pool: PgPoo
     };
     let refused = z29c(&pool, &hold("olga")).await;
     assert_eq!(refused.exit, Exit::Refused, "{}", refused.out);
-    assert!(refused.err.contains("Only an approver"), "{}", refused.err);
+    assert!(
+        refused.err.contains("needs the approver role"),
+        "{}",
+        refused.err
+    );
 
     let held = z29c(&pool, &hold("ana")).await;
     assert_eq!(held.exit, Exit::Done, "{}", held.err);

@@ -13,14 +13,14 @@ use crate::console::{
 use crate::support::app;
 
 /// What a plain form post answered: its status, its `Location`, its body.
-struct Answer {
-    status: StatusCode,
-    location: String,
-    body: String,
+pub(crate) struct Answer {
+    pub(crate) status: StatusCode,
+    pub(crate) location: String,
+    pub(crate) body: String,
 }
 
 /// Posts `form` to `uri` as a browser without JavaScript does, from the page at `referer`.
-async fn post_plain(
+pub(crate) async fn post_plain(
     browser: &mut Browser,
     uri: &str,
     referer: &str,

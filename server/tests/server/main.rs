@@ -6,6 +6,7 @@ mod assets;
 mod auth;
 mod cli;
 mod console;
+mod controls;
 mod decisions;
 mod demo;
 mod files_api;

@@ -1,4 +1,5 @@
-//! `GET /api/v1/workflows` (list and search) and `POST /api/v1/workflows/{id}/cancel`.
+//! `GET /api/v1/workflows` (list and search), and `POST /api/v1/workflows/{id}/cancel`,
+//! `/pause` and `/resume`.
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
@@ -146,6 +147,104 @@ pub(crate) async fn cancel(
         message: done.message,
         steps: done.steps,
     }))
+}
+
+/// What pausing or resuming a workflow did.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct PausedBody {
+    message: String,
+    /// The pause begun, or the one resuming ended.
+    pause: engine::store::pause::WorkflowPause,
+    /// How many steps it held, or sent back to the queue.
+    steps: usize,
+}
+
+/// Pauses a workflow: no step of it starts until it is resumed (its ready steps wait held at
+/// once; calls in flight settle as they would). Audited on the workflow with the reason.
+#[utoipa::path(
+    post,
+    path = "/api/v1/workflows/{id}/pause",
+    operation_id = "pause_workflow",
+    params(("id" = String, Path, description = "Workflow id (a UUID)")),
+    request_body = ReasonBody,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Paused", body = PausedBody),
+        (status = 403, description = "A viewer token", body = crate::http::client::ErrorBody),
+        (status = 404, description = "No such workflow (or one outside the token's prefix)", body = crate::http::client::ErrorBody),
+        (status = 409, description = "Paused already (the pause in force is named), or completed or cancelled", body = crate::http::client::ErrorBody),
+        (status = 422, description = "No reason, or a malformed body", body = crate::http::client::ErrorBody),
+    )
+)]
+pub(crate) async fn pause(
+    client: ApiClient,
+    State(pool): State<PgPool>,
+    id: Result<Path<String>, PathRejection>,
+    body: Result<Json<ReasonBody>, JsonRejection>,
+) -> Result<Json<PausedBody>, ApiError> {
+    let (id, reason) = pausing(&client, &pool, id, body, "pause a workflow").await?;
+    let done =
+        engine::recovery::pause::pause_workflow(&pool, &Operator::token(&client.0), id, &reason)
+            .await
+            .map_err(refusal)?;
+    Ok(Json(done.into()))
+}
+
+/// Resumes a paused workflow: its held steps go back to the queue (those whose adapter is held
+/// stay held). Audited on the workflow with the reason.
+#[utoipa::path(
+    post,
+    path = "/api/v1/workflows/{id}/resume",
+    operation_id = "resume_workflow",
+    params(("id" = String, Path, description = "Workflow id (a UUID)")),
+    request_body = ReasonBody,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Resumed", body = PausedBody),
+        (status = 403, description = "A viewer token", body = crate::http::client::ErrorBody),
+        (status = 404, description = "No such workflow (or one outside the token's prefix)", body = crate::http::client::ErrorBody),
+        (status = 409, description = "Not paused", body = crate::http::client::ErrorBody),
+        (status = 422, description = "No reason, or a malformed body", body = crate::http::client::ErrorBody),
+    )
+)]
+pub(crate) async fn resume(
+    client: ApiClient,
+    State(pool): State<PgPool>,
+    id: Result<Path<String>, PathRejection>,
+    body: Result<Json<ReasonBody>, JsonRejection>,
+) -> Result<Json<PausedBody>, ApiError> {
+    let (id, reason) = pausing(&client, &pool, id, body, "resume a workflow").await?;
+    let done =
+        engine::recovery::pause::resume_workflow(&pool, &Operator::token(&client.0), id, &reason)
+            .await
+            .map_err(refusal)?;
+    Ok(Json(done.into()))
+}
+
+impl From<engine::recovery::pause::Paused> for PausedBody {
+    fn from(p: engine::recovery::pause::Paused) -> Self {
+        PausedBody {
+            message: p.message,
+            pause: p.pause,
+            steps: p.steps,
+        }
+    }
+}
+
+/// The workflow and the reason, once the token may pause or resume it.
+async fn pausing(
+    client: &ApiClient,
+    pool: &PgPool,
+    id: Result<Path<String>, PathRejection>,
+    body: Result<Json<ReasonBody>, JsonRejection>,
+    what: &str,
+) -> Result<(Uuid, String), ApiError> {
+    let id = id_in(id, "workflow")?;
+    at_least(client, Role::Operator, what)?;
+    let Json(body) = body?;
+    // Always: an unknown workflow is a 404 that names the workflow, not the step.
+    visible(client, pool, id).await?;
+    Ok((id, body.reason))
 }
 
 /// Answers 404 for a workflow the token may not see, as for one that does not exist.

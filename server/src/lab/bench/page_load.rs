@@ -57,6 +57,7 @@ pub(super) async fn browser_pages(pool: &PgPool) -> anyhow::Result<Vec<BrowserPa
         page("overview", "/overview".into()),
         page("audit log", "/audit".into()),
         page("bulk recovery", "/bulk".into()),
+        page("adapters", "/adapters".into()),
         BrowserPage {
             name: "sign-in (anonymous)",
             path: "/sign-in".into(),

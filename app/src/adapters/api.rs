@@ -1,0 +1,125 @@
+use leptos::prelude::*;
+
+use super::types::AdaptersView;
+use crate::error::ConsoleError;
+
+/// Every registered adapter, with its claims' trust and its hold; for a signed-in viewer.
+#[server(prefix = "/fn")]
+pub async fn adapters() -> Result<AdaptersView, ConsoleError> {
+    use super::types::AdapterRow;
+    use crate::auth::api::session;
+    use engine::domain::Role;
+
+    let operator = session::require(Role::Viewer).await?;
+    let current = session::current().await?;
+    let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
+    let kept = {
+        use leptos::server_fn::ServerFn;
+        match session::take_form(HoldAdapter::PATH).await? {
+            Some(kept) => Some(kept),
+            None => session::take_form(ResumeAdapter::PATH).await?,
+        }
+    };
+    let holds = engine::store::hold::all(&pool).await?;
+    let waiting = engine::store::held::counts(&pool).await?;
+    let mut rows = Vec::new();
+    for a in engine::adapter::apply::registered(&pool).await? {
+        let claims = engine::store::adapter::claims(&pool, &a.name).await?;
+        rows.push(AdapterRow {
+            kind: a.contract.kind().as_str().to_owned(),
+            capabilities: a.contract.capabilities_summary(),
+            verified: a.may_send(),
+            claims: claims
+                .iter()
+                .map(|c| (c.claim.label(), c.trust.label().to_owned()))
+                .collect(),
+            held: holds.iter().find(|h| h.adapter == a.name).map(|h| {
+                let since = h.held_at.format("%Y-%m-%d %H:%M UTC");
+                let lookups = if h.holds_lookups {
+                    ""
+                } else {
+                    " (lookups still go)"
+                };
+                format!("Held by {} since {since}{lookups}: {}", h.held_by, h.reason)
+            }),
+            held_steps: waiting
+                .iter()
+                .find_map(|(name, n)| (*name == a.name).then_some(*n))
+                .unwrap_or(0),
+            name: a.name,
+        });
+    }
+    Ok(AdaptersView {
+        adapters: rows,
+        may_hold: operator.role >= Role::Approver,
+        csrf: session::csrf_token(&current).await?,
+        notice: session::take_notice(&current).await?,
+        kept,
+    })
+}
+
+/// Holds adapter `adapter` (approver): no worker sends it a new request, nor a lookup unless
+/// `lookups` is "go", until it is resumed.
+#[server(prefix = "/fn")]
+pub async fn hold_adapter(
+    adapter: String,
+    reason: String,
+    lookups: Option<String>,
+    csrf: String,
+) -> Result<String, ConsoleError> {
+    use crate::auth::api::session;
+
+    let operator = session::require(engine::domain::Role::Viewer).await?;
+    let current = session::current().await?;
+    session::check_csrf(&current, &csrf).await?;
+    let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
+    let holds_lookups = lookups.as_deref() != Some("go");
+    let by = (operator.actor(), operator.role);
+    let held = engine::recovery::hold::hold_adapter(&pool, by, &adapter, &reason, holds_lookups)
+        .await
+        .map_err(|e| ConsoleError::from(e).answered())?;
+    let message = format!(
+        "Held: no new request leaves for {} until it is resumed.",
+        held.adapter
+    );
+    session::set_notice(&current, &message).await?;
+    leptos_axum::redirect("/adapters");
+    Ok(message)
+}
+
+/// Resumes adapter `adapter` (approver): its held steps go back to the queue, oldest first, all
+/// at once or `per_second` a second.
+#[server(prefix = "/fn")]
+pub async fn resume_adapter(
+    adapter: String,
+    reason: String,
+    per_second: Option<String>,
+    csrf: String,
+) -> Result<String, ConsoleError> {
+    use crate::auth::api::session;
+
+    let operator = session::require(engine::domain::Role::Viewer).await?;
+    let current = session::current().await?;
+    session::check_csrf(&current, &csrf).await?;
+    let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
+    let per_second = match per_second.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(text) => Some(text.parse::<f64>().map_err(|_| {
+            ConsoleError::Invalid {
+                reason: format!("The ramp is a number of steps a second, not `{text}`."),
+            }
+            .answered()
+        })?),
+    };
+    let by = (operator.actor(), operator.role);
+    let done = engine::recovery::hold::resume_adapter(&pool, by, &adapter, &reason, per_second)
+        .await
+        .map_err(|e| ConsoleError::from(e).answered())?;
+    let message = format!(
+        "Resumed {}: {} held steps went back to the queue.",
+        done.hold.adapter, done.released
+    );
+    session::set_notice(&current, &message).await?;
+    leptos_axum::redirect("/adapters");
+    Ok(message)
+}

@@ -1,0 +1,34 @@
+use serde::{Deserialize, Serialize};
+
+use crate::forms::KeptForm;
+
+/// One adapter on the adapters page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdapterRow {
+    pub name: String,
+    /// "idempotent", "queryable", "opaque"…
+    pub kind: String,
+    /// What the engine acts on: the declared contract cut down to the verified claims.
+    pub capabilities: String,
+    /// Its current version passed verification.
+    pub verified: bool,
+    /// Each claim of the current version, with what verification found ("verified",
+    /// "unverified", "refuted").
+    pub claims: Vec<(String, String)>,
+    /// "Held by … since …: reason", while an approver's hold stands.
+    pub held: Option<String>,
+    /// Steps waiting held for it now.
+    pub held_steps: i64,
+}
+
+/// What the adapters page shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdaptersView {
+    pub adapters: Vec<AdapterRow>,
+    /// Whether the signed-in person may hold and resume (an approver).
+    pub may_hold: bool,
+    pub csrf: String,
+    pub notice: Option<String>,
+    /// The hold or resume this session last posted here and the server refused, as typed.
+    pub kept: Option<KeptForm>,
+}

@@ -1,0 +1,133 @@
+//! Pausing and resuming a workflow (docs/DESIGN.md §20): an operator stops every step of one
+//! workflow from starting — its ready steps wait held at once, and those that become ready
+//! later are held when claimed — while calls in flight settle as they would; resuming sends
+//! its held steps back to the queue. Both are audited on the workflow with the reason.
+
+use serde_json::json;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::ActionError;
+use super::admit::admit_control;
+use crate::domain::{AuditAction, Role};
+use crate::operators::Operator;
+use crate::store::conclusion::lock_workflows;
+use crate::store::held::{self, Releasing};
+use crate::store::journal::{self, AuditEntry};
+use crate::store::pause::{self, Pausing, WorkflowPause};
+
+/// What pausing or resuming did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Paused {
+    /// The pause begun, or the one resuming ended.
+    pub pause: WorkflowPause,
+    /// How many steps it held, or released.
+    pub steps: usize,
+    pub message: String,
+}
+
+/// Pauses `workflow`: no step of it starts until it is resumed. An operator or an approver
+/// may pause, with a reason; a completed or cancelled workflow has nothing left to pause.
+pub async fn pause_workflow(
+    pool: &PgPool,
+    operator: &Operator,
+    workflow: Uuid,
+    reason: &str,
+) -> Result<Paused, ActionError> {
+    let reason = admit_control(operator.role, Role::Operator, "Pausing a workflow", reason)?;
+    let mut tx = pool.begin().await?;
+    lock_workflows(&mut tx, &[workflow]).await?;
+    let pause = match pause::pause(&mut tx, workflow, &operator.actor().label(), &reason).await? {
+        Pausing::Paused(pause) => pause,
+        Pausing::Already(standing) => {
+            return Err(ActionError::Conflict(format!(
+                "This workflow is paused already, by {} since {}: {}",
+                standing.paused_by,
+                standing.paused_at.format("%Y-%m-%d %H:%M UTC"),
+                standing.reason
+            )));
+        }
+        Pausing::Settled(state) => {
+            return Err(ActionError::Conflict(format!(
+                "This workflow is {}: nothing of it is left to pause.",
+                state.label().to_lowercase()
+            )));
+        }
+        Pausing::Unknown => return Err(ActionError::NotFound),
+    };
+    let ready = held::ready_of(&mut tx, workflow).await?;
+    let steps = held::hold(&mut tx, &ready).await?;
+    audit(
+        &mut tx,
+        operator,
+        AuditAction::WorkflowPause,
+        workflow,
+        &reason,
+        steps,
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Paused {
+        pause,
+        steps,
+        message: format!(
+            "Paused: no step of this workflow starts until it is resumed ({steps} held now; calls in flight settle)."
+        ),
+    })
+}
+
+/// Resumes `workflow`: its held steps go back to the queue (those whose adapter is held or
+/// unverified stay held). An operator or an approver may resume, with a reason.
+pub async fn resume_workflow(
+    pool: &PgPool,
+    operator: &Operator,
+    workflow: Uuid,
+    reason: &str,
+) -> Result<Paused, ActionError> {
+    let reason = admit_control(operator.role, Role::Operator, "Resuming a workflow", reason)?;
+    let mut tx = pool.begin().await?;
+    lock_workflows(&mut tx, &[workflow]).await?;
+    let Some(pause) = pause::resume(&mut tx, workflow).await? else {
+        return Err(
+            match crate::store::workflow::by_id(&mut *tx, workflow).await? {
+                None => ActionError::NotFound,
+                Some(_) => ActionError::Conflict("This workflow is not paused.".into()),
+            },
+        );
+    };
+    let steps = held::release(&mut tx, Releasing::Workflow(workflow), None).await?;
+    audit(
+        &mut tx,
+        operator,
+        AuditAction::WorkflowResume,
+        workflow,
+        &reason,
+        steps,
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Paused {
+        pause,
+        steps,
+        message: format!("Resumed: {steps} held steps went back to the queue."),
+    })
+}
+
+async fn audit(
+    conn: &mut sqlx::PgConnection,
+    operator: &Operator,
+    action: AuditAction,
+    workflow: Uuid,
+    reason: &str,
+    steps: usize,
+) -> sqlx::Result<()> {
+    let entry = AuditEntry {
+        actor: operator.actor(),
+        action,
+        workflow: Some(workflow),
+        step: None,
+        reason: Some(reason),
+        details: json!({ "steps": steps }),
+    };
+    journal::audit(conn, &entry).await
+}
