@@ -13,12 +13,13 @@ Z29C := $(CARGO_TARGET_DIR)/$(PROFILE)/z29c
 LEPTOS_FLAGS := $(if $(filter release,$(PROFILE)),--release --precompress,)
 TOOLS := $(if $(filter release,$(PROFILE)),release,build)
 
-.PHONY: help run build test lint unit e2e openapi scenarios bench-engine bench-pgbench bench-console sqlx-prepare migrate-both clean
+.PHONY: help run build test lint unit e2e openapi scenarios bench-engine bench-pgbench bench-console sqlx-prepare migrate-both docs clean
 
 help:
 	@echo "make run     build and serve the console at http://\$${Z29C_ADDR:-127.0.0.1:3000} (PROFILE=release for an optimised build)"
 	@echo "make test    every check and test: fmt, clippy, .sqlx, Rust tests, browser tests"
-	@echo "make bench-engine, make bench-pgbench, make bench-console   the benchmarks (release build; figures in the README)"
+	@echo "make docs    render the book in docs/ to target/book (mdBook, offline)"
+	@echo "make bench-engine, make bench-pgbench, make bench-console   the benchmarks (release build; figures in docs/performance.md)"
 
 ## Build the server and the hydrating wasm together (they must come from one build).
 build:
@@ -57,7 +58,7 @@ scenarios:
 
 ## Benchmarks run a release build with the lab (`--features lab`: `z29c bench`), which the
 ## binary a deployment builds does not have; the console's front-end weight is that of the last
-## `make build` (PROFILE=release for the figure the README reports).
+## `make build` (PROFILE=release for the figure docs/performance.md reports).
 bench-engine:
 	cargo build --release -p server --features ssr,lab --bin z29c
 	$(CARGO_TARGET_DIR)/release/z29c bench engine
@@ -78,6 +79,7 @@ lint:
 	scripts/check-layout-test.py
 	scripts/check-design-names.py
 	scripts/check-design-names-test.py
+	scripts/check-docs.py && scripts/check-docs-test.py
 	cargo clippy --workspace --all-targets --features server/lab -- -D warnings
 	cargo clippy -p server --bin z29c -- -D warnings
 	cargo clippy -p app --no-default-features --features hydrate --target wasm32-unknown-unknown -- -D warnings
@@ -107,6 +109,11 @@ sqlx-prepare: migrate-both
 migrate-both:
 	cargo sqlx migrate run --source migrations --ignore-missing
 	cargo sqlx migrate run --source destinations/migrations --ignore-missing
+
+## The book (docs/SUMMARY.md) rendered to target/book; `make lint` checks its links without it.
+docs:
+	scripts/ensure-tools.sh docs
+	mdbook build docs
 
 clean:
 	cargo clean

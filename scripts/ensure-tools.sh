@@ -7,6 +7,7 @@
 #   scripts/ensure-tools.sh release   the above and wasm-opt
 #   scripts/ensure-tools.sh test      the above (not wasm-opt), sqlx-cli, Chromium, end2end's npm
 #                                     packages, openapi-spec-validator
+#   scripts/ensure-tools.sh docs      mdbook, which renders the book in docs/ (make docs)
 set -euo pipefail
 
 WASM_BINDGEN_VERSION=0.2.130   # must equal the `wasm-bindgen` pin in Cargo.toml
@@ -15,6 +16,7 @@ SQLX_CLI_VERSION=0.8.6
 WASM_OPT_VERSION=0.116.1       # Debian's binaryen 108 emits wasm Chromium rejects
 CHROMIUM=/usr/bin/chromium
 OPENAPI_VALIDATOR_VERSION=0.9.0   # PyPI's openapi-spec-validator, for the API document
+MDBOOK_VERSION=0.4.52          # renders the book in docs/ (docs/book.toml is written for 0.4)
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 say() { printf '==> %s\n' "$*"; }
@@ -78,6 +80,12 @@ openapi_validator() {
   python3 -m pip install --quiet --disable-pip-version-check "openapi-spec-validator==$OPENAPI_VALIDATOR_VERSION"
 }
 
+mdbook_cli() {
+  [ "$(mdbook --version 2>/dev/null)" = "mdbook v$MDBOOK_VERSION" ] && return
+  say "installing mdbook $MDBOOK_VERSION"
+  install_crate mdbook --version "$MDBOOK_VERSION" --locked
+}
+
 node_modules() {
   local dir="$root/end2end"
   [ -d "$dir/node_modules/@playwright/test" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ] && return
@@ -89,5 +97,6 @@ case "${1:-build}" in
   build) wasm_target; wasm_bindgen; cargo_leptos ;;
   release) wasm_target; wasm_bindgen; cargo_leptos; wasm_opt ;;
   test) wasm_target; wasm_bindgen; cargo_leptos; sqlx_cli; chromium; openapi_validator; node_modules ;;
-  *) echo "usage: $0 build|release|test" >&2; exit 2 ;;
+  docs) mdbook_cli ;;
+  *) echo "usage: $0 build|release|test|docs" >&2; exit 2 ;;
 esac

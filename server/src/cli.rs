@@ -136,8 +136,8 @@ pub(crate) struct ObserverArgs {
     /// `Idempotency-Key`.
     #[arg(long, env = "Z29C_WEBHOOK")]
     pub(crate) webhook: Option<String>,
-    /// The key every webhook post is signed with (`Z29C-Signature`, see the README's
-    /// Security section); required with --webhook.
+    /// The key every webhook post is signed with (`Z29C-Signature`, see
+    /// docs/security.md); required with --webhook.
     #[arg(long, env = "Z29C_WEBHOOK_SIGNING_SECRET", hide_env_values = true)]
     pub(crate) webhook_secret: Option<String>,
     /// Raise an alert for an outcome unknown longer than this many seconds.

@@ -1,5 +1,5 @@
-//! The definition file format (docs/DESIGN.md §16): YAML, every field documented in the
-//! README's "Integrate your own API", refused whole at the first unknown field or broken rule.
+//! The definition file format (docs/DESIGN.md §16): YAML, every field documented in
+//! docs/reference/definition-file.md, refused whole at the first unknown field or broken rule.
 //!
 //! ```yaml
 //! name: payment_receipt

@@ -440,22 +440,25 @@ async fn every_path_in_the_openapi_document_is_routed(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
-async fn the_readme_api_table_lists_every_operation_of_the_openapi_document(pool: PgPool) {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+async fn the_reference_api_table_lists_every_operation_of_the_openapi_document(pool: PgPool) {
+    let reference = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/reference/http-api.md"
+    ))
+    .unwrap();
     let (_, document) = call(&pool, "GET", "/api/v1/openapi.json", None, None).await;
     let mut missing = Vec::new();
     for (path, operations) in document["paths"].as_object().unwrap() {
         for method in operations.as_object().unwrap().keys() {
             let row = format!("| `{} {path}", method.to_uppercase());
-            if !readme.contains(&row) {
+            if !reference.contains(&row) {
                 missing.push(row);
             }
         }
     }
     assert!(
         missing.is_empty(),
-        "README's HTTP API table lacks: {missing:?}"
+        "docs/reference/http-api.md's table lacks: {missing:?}"
     );
 }
 

@@ -1,6 +1,6 @@
 //! `z29c bench engine` and `z29c bench console`: throughput, page latency and page loads in a
 //! browser, measured on this machine and printed as tables. Nothing here asserts a speed; the
-//! figures go in the README.
+//! figures go in docs/performance.md.
 
 mod ceiling;
 mod cluster;
