@@ -16,6 +16,7 @@ pub mod error;
 pub mod forms;
 pub mod incidents;
 pub mod live;
+pub mod notes;
 pub mod overview;
 pub mod review;
 mod shell;

@@ -58,3 +58,25 @@ test('an approver pauses a workflow on its page and resumes it', async ({ page }
   await expect(page.getByTestId('notice')).toContainText('Resumed');
   await expect(page.getByTestId('paused')).toHaveCount(0);
 });
+
+test('an operator leaves a note on a step and the queue finds the step by it', async ({ page }) => {
+  await signIn(page);
+  const queue = page.getByRole('table', { name: 'Waiting for a person' });
+  const first = queue.locator('tbody tr[data-step]').first();
+  await expect(first).toBeVisible({ timeout: 30_000 });
+  const step = await first.getAttribute('data-step');
+  await first.getByRole('link').first().click();
+
+  await page.getByLabel(/Note for the next person/).fill('asked the provider support, ticket 4411');
+  await page.getByRole('button', { name: 'Add note' }).click();
+  await expect(page.getByTestId('notice')).toContainText('Noted');
+  await expect(page.getByTestId('timeline')).toContainText('asked the provider support, ticket 4411');
+
+  await page.goto('/');
+  await page.getByLabel('Notes').selectOption('today');
+  await page.getByRole('button', { name: 'Apply' }).click();
+  await expect(page).toHaveURL(/noted=today/);
+  const noted = queue.locator(`tr[data-step="${step}"]`);
+  await expect(noted).toBeVisible();
+  await expect(noted.getByTestId('noted')).toHaveText('Note');
+});

@@ -204,6 +204,10 @@ fn describe() {
         "z29c_adapter_held",
         "1 for each adapter an operator holds: nothing new is sent to it."
     );
+    describe_counter!(
+        "z29c_notes_total",
+        "Notes operators left on workflows, steps and incidents."
+    );
     describe_gauge!(
         "z29c_workflows_paused",
         "Workflows an operator paused: no step of them starts."

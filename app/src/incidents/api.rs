@@ -26,7 +26,12 @@ pub async fn incident_detail(id: String) -> Result<IncidentView, ConsoleError> {
         .await?
         .ok_or_else(|| ConsoleError::NotFound.answered())?;
     let time = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%d %H:%M:%S UTC").to_string();
+    let notes =
+        crate::notes::api::notes_of(&pool, i.workflow_id, |n| n.incident == Some(id)).await?;
+    let note = crate::notes::api::note_form(&operator, id).await?;
     Ok(IncidentView {
+        notes,
+        note,
         id: i.id.to_string(),
         kind: i.kind.words().to_owned(),
         opened_at: time(i.opened_at),

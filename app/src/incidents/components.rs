@@ -7,6 +7,7 @@ use super::api::{ResolveIncident, incident_detail};
 use super::types::IncidentView;
 use crate::error::ConsoleError;
 use crate::forms::kept_or;
+use crate::notes::components::{AddNoteForm, NoteList};
 
 /// `/incidents/:id`: one logical step, every external reference with its evidence, and the
 /// resolution (or the form that names it: a plain form, which comes back to this page).
@@ -127,5 +128,8 @@ fn Incident(i: IncidentView) -> impl IntoView {
         {(open && !i.may_resolve).then(|| view! {
             <p class="muted">"Resolving an incident needs the approver role."</p>
         })}
+        <h2>"Notes"</h2>
+        <NoteList notes=i.notes.clone() />
+        <AddNoteForm on="incident" id=i.id.clone() form=i.note.clone() />
     }
 }

@@ -1,6 +1,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::forms::KeptForm;
+use crate::notes::types::{NoteForm, NoteLine};
 
 /// One external reference an incident concerns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,4 +37,7 @@ pub struct IncidentView {
     pub notice: Option<String>,
     /// The resolution this session last posted here and the server refused, as typed.
     pub kept: Option<KeptForm>,
+    /// The notes on this incident, and the form for another.
+    pub notes: Vec<NoteLine>,
+    pub note: NoteForm,
 }

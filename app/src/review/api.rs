@@ -14,6 +14,7 @@ pub async fn review_queue(
     adapter: Option<String>,
     definition: Option<String>,
     older_than: Option<String>,
+    noted: Option<String>,
     q: Option<String>,
     after: Option<String>,
 ) -> Result<QueuePage, ConsoleError> {
@@ -26,15 +27,17 @@ pub async fn review_queue(
         adapter,
         definition,
         older_than,
+        noted,
         q,
         after,
     };
-    let filter = queue_filter(
+    let mut filter = queue_filter(
         &query.state,
         &query.adapter,
         &query.definition,
         &query.older_than,
     )?;
+    filter.noted_since = noted_since(&query.noted)?;
     let searched = text_filter(&query.q)?;
     let after = query.after.clone();
     let cursor = queue_cursor(after.as_deref())?;
@@ -199,6 +202,7 @@ fn queue_item(
         request_key: r.request_key.unwrap_or_default(),
         sentence,
         open_incident: r.open_incident,
+        noted: r.noted_at.is_some(),
     }
 }
 
@@ -253,6 +257,31 @@ pub(crate) fn queue_filter(
             None => None,
             Some(minutes) => Some(age_in_seconds(&minutes)?),
         },
+        noted_since: None,
+    })
+}
+
+/// Since when a note must have been written for the queue's "has a note" filter: the start of
+/// today (UTC), a week ago, or ever.
+#[cfg(feature = "ssr")]
+fn noted_since(
+    noted: &Option<String>,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, ConsoleError> {
+    use chrono::{DateTime, Duration, Utc};
+    let now = Utc::now();
+    Ok(match text_filter(noted)?.as_deref() {
+        None => None,
+        Some("today") => now.date_naive().and_hms_opt(0, 0, 0).map(|t| t.and_utc()),
+        Some("week") => Some(now - Duration::days(7)),
+        Some("any") => Some(DateTime::<Utc>::UNIX_EPOCH),
+        Some(_) => {
+            return Err(ConsoleError::Invalid {
+                reason:
+                    "That note filter is not one the queue knows; clear the filters and try again."
+                        .into(),
+            }
+            .answered());
+        }
     })
 }
 

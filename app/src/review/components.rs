@@ -21,11 +21,22 @@ pub fn ReviewQueuePage() -> impl IntoView {
                 adapter: q.get("adapter"),
                 definition: q.get("definition"),
                 older_than: q.get("older_than"),
+                noted: q.get("noted"),
                 q: q.get("q"),
                 after: q.get("after"),
             }
         },
-        |q| review_queue(q.state, q.adapter, q.definition, q.older_than, q.q, q.after),
+        |q| {
+            review_queue(
+                q.state,
+                q.adapter,
+                q.definition,
+                q.older_than,
+                q.noted,
+                q.q,
+                q.after,
+            )
+        },
     );
     view! {
         <section class="page">
@@ -121,6 +132,14 @@ fn Queue(page: QueuePage) -> impl IntoView {
             <label>"Waiting for more than (min)"
                 <input type="number" name="older_than" min="0" value=current("older_than") size="5" />
             </label>
+            <label>"Notes"
+                <select name="noted">
+                    {option("noted", String::new(), "with or without".to_owned())}
+                    {option("noted", "today".to_owned(), "has a note from today".to_owned())}
+                    {option("noted", "week".to_owned(), "has a note from this week".to_owned())}
+                    {option("noted", "any".to_owned(), "has a note".to_owned())}
+                </select>
+            </label>
             <button type="submit">"Apply"</button>
             <a href="/">"Clear"</a>
         </form>
@@ -157,6 +176,7 @@ fn Queue(page: QueuePage) -> impl IntoView {
                                         {item.state.label()}
                                     </span>
                                     {item.open_incident.then(|| view! { <span class="badge incident">"Incident"</span> })}
+                                    {item.noted.then(|| view! { <span class="badge" data-testid="noted">"Note"</span> })}
                                     {item.sentence.map(|s| view! { <br /><span class="muted small">{s}</span> })}
                                 </td>
                                 <td>
@@ -220,7 +240,7 @@ fn next_page(cursor: &str) -> String {
     let query = use_query_map();
     let q = query.read_untracked();
     let mut href = format!("/?after={}", percent_encode(cursor));
-    for name in ["state", "adapter", "definition", "older_than"] {
+    for name in ["state", "adapter", "definition", "older_than", "noted"] {
         if let Some(value) = q.get(name).filter(|v| !v.is_empty()) {
             href.push_str(&format!("&{name}={}", percent_encode(&value)));
         }

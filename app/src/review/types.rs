@@ -16,6 +16,8 @@ pub struct QueueItem {
     pub attempts: i32,
     pub request_key: String,
     pub open_incident: bool,
+    /// A note was left on the step or its workflow.
+    pub noted: bool,
     /// What the workflow's customer reads about this step (delivery steps only).
     pub sentence: Option<String>,
 }
@@ -51,6 +53,8 @@ pub struct QueueQuery {
     pub definition: Option<String>,
     /// Minutes.
     pub older_than: Option<String>,
+    /// "today", "week" or "any": only steps with a note written since then.
+    pub noted: Option<String>,
     pub q: Option<String>,
     pub after: Option<String>,
 }

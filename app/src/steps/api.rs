@@ -85,6 +85,7 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
         open_incident: e.open_incident,
         permitted,
         kept,
+        note: crate::notes::api::note_form(&operator, id).await?,
     })
 }
 

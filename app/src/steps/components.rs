@@ -9,6 +9,7 @@ use super::form::{StepActionForm, is_danger};
 use super::types::{ActionFormData, StepEvidence};
 use crate::error::ConsoleError;
 use crate::forms::KeptForm;
+use crate::notes::components::AddNoteForm;
 
 /// `/steps/:id`: evidence at the top, what the contract permits below it.
 #[component]
@@ -174,6 +175,7 @@ fn Evidence(e: StepEvidence) -> impl IntoView {
                     .collect_view()}
             </tbody>
         </table>
+        <AddNoteForm on="step" id=e.step_id.clone() form=e.note.clone() />
         <nav class="related" aria-label="Related">
             <p><A href=format!("/workflows/{}", e.workflow_id)>"The workflow"</A>" · "
                <A href=format!("/status/{}", e.workflow_id)>"What the customer sees"</A></p>

@@ -85,6 +85,8 @@ pub struct StepEvidence {
     pub beyond_role: Vec<OperatorAction>,
     /// The action form this session last posted here and the server refused, as typed.
     pub kept: Option<KeptForm>,
+    /// The form that leaves a note on the step (shown in its timeline).
+    pub note: crate::notes::types::NoteForm,
 }
 
 /// One action form as the step page draws it (the props of its island): the fields every form

@@ -32,7 +32,10 @@ pub async fn workflow_steps(id: String) -> Result<super::types::WorkflowData, Co
             .await?
             .filter(|kept| kept.field("workflow") == Some(w.id.to_string().as_str()))
     };
+    let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     Ok(super::types::WorkflowData {
+        notes: crate::notes::api::notes_of(&pool, w.id, |_| true).await?,
+        note: crate::notes::api::note_form(&operator, w.id).await?,
         paused: w.paused.map(|p| {
             let since = p.paused_at.format("%Y-%m-%d %H:%M UTC");
             format!("Paused by {} since {since}: {}", p.paused_by, p.reason)

@@ -9,6 +9,7 @@ use super::api::{PauseWorkflow, ResumeWorkflow, customer_status, workflow_steps}
 use super::types::{StepRow, WorkflowData};
 use crate::error::ConsoleError;
 use crate::forms::kept_or;
+use crate::notes::components::{AddNoteForm, NoteList};
 
 /// What a step still waits for, in words.
 fn waits_for(step: &StepRow, all: &[StepRow]) -> String {
@@ -49,6 +50,11 @@ pub fn WorkflowPage() -> impl IntoView {
                         Ok(w) => {
                             let all = w.steps.clone();
                             let pause = view! { <Pause w=w.clone() /> };
+                            let notes = view! {
+                                <h2>"Notes"</h2>
+                                <NoteList notes=w.notes.clone() />
+                                <AddNoteForm on="workflow" id=w.id.clone() form=w.note.clone() />
+                            };
                             view! {
                                 <h1>{format!("Workflow {}", w.creation_key)}</h1>
                                 <p>
@@ -89,6 +95,7 @@ pub fn WorkflowPage() -> impl IntoView {
                                             .collect_view()}
                                     </tbody>
                                 </table>
+                                {notes}
                             }
                                 .into_any()
                         }

@@ -2,6 +2,7 @@ use engine::domain::StepState;
 use serde::{Deserialize, Serialize};
 
 use crate::forms::KeptForm;
+use crate::notes::types::{NoteForm, NoteLine};
 
 /// One step on the workflow page.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,4 +34,7 @@ pub struct WorkflowData {
     pub notice: Option<String>,
     /// The pause or resume this session last posted here and the server refused, as typed.
     pub kept: Option<KeptForm>,
+    /// The notes on the workflow, its steps and incidents, and the form for another.
+    pub notes: Vec<NoteLine>,
+    pub note: NoteForm,
 }

@@ -40,11 +40,12 @@ pub enum AuditAction {
     AdapterResume,
     WorkflowPause,
     WorkflowResume,
+    Note,
 }
 
 impl AuditAction {
     /// Every kind, in the order the audit page offers them.
-    pub const ALL: [AuditAction; 24] = [
+    pub const ALL: [AuditAction; 25] = [
         AuditAction::CheckDestination,
         AuditAction::RetrySameKey,
         AuditAction::AttachEvidence,
@@ -69,6 +70,7 @@ impl AuditAction {
         AuditAction::AdapterResume,
         AuditAction::WorkflowPause,
         AuditAction::WorkflowResume,
+        AuditAction::Note,
     ];
 
     /// The name the audit row records and the API uses.
@@ -98,6 +100,7 @@ impl AuditAction {
             AuditAction::AdapterResume => "adapter_resume",
             AuditAction::WorkflowPause => "workflow_pause",
             AuditAction::WorkflowResume => "workflow_resume",
+            AuditAction::Note => "note",
         }
     }
 }

@@ -326,12 +326,17 @@ async fn attempts(pool: &PgPool, id: Uuid) -> sqlx::Result<Vec<AttemptEvidence>>
         .collect())
 }
 
-/// The observations and audit entries of step `id`, in time order.
+/// The observations and audit entries of step `id`, with the notes on its workflow, in time
+/// order.
 async fn timeline(pool: &PgPool, id: Uuid) -> sqlx::Result<Vec<TimelineEntry>> {
     let rows = sqlx::query!(
         r#"select observed_at as "at!: DateTime<Utc>", kind as "what!", body::text as "detail!" from observation where step_id = $1
            union all
            select at, action || ' by ' || actor, coalesce(reason, '') from audit where step_id = $1
+           union all
+           select at, 'note on the workflow by ' || actor, coalesce(reason, '') from audit
+           where action = 'note' and step_id is null
+             and workflow_id = (select workflow_id from step where id = $1)
            order by 1"#,
         id
     )

@@ -27,6 +27,8 @@ pub struct QueueRow {
     pub attempts: i32,
     pub request_key: Option<String>,
     pub open_incident: bool,
+    /// When the newest note on the step or its workflow was written, if there is one.
+    pub noted_at: Option<DateTime<Utc>>,
 }
 
 /// One open integrity incident.
@@ -49,6 +51,8 @@ pub struct QueueFilter {
     pub definition: Option<String>,
     /// Only rows whose uncertainty is older than this many seconds.
     pub older_than_secs: Option<i64>,
+    /// Only rows with a note (on the step or its workflow) written since then.
+    pub noted_since: Option<DateTime<Utc>>,
 }
 
 /// Up to `limit` queue rows matching `filter` after the keyset position `after`, oldest
@@ -65,7 +69,10 @@ pub async fn queue(
                   s.definition_version, s.state as "state: StepState",
                   s.adapter, a.contract as "contract?", s.unknown_since as "unknown_since!: DateTime<Utc>",
                   s.attempt_count, s.request_key,
-                  exists(select 1 from integrity_incident i where i.step_id = s.id and i.resolved_at is null) as "open_incident!"
+                  exists(select 1 from integrity_incident i where i.step_id = s.id and i.resolved_at is null) as "open_incident!",
+                  (select max(n.at) from audit n
+                   where n.action = 'note' and n.workflow_id = s.workflow_id
+                     and (n.step_id is null or n.step_id = s.id)) as "noted_at: DateTime<Utc>"
            from step s
            join workflow w on w.id = s.workflow_id
            left join adapter a on a.name = s.adapter
@@ -76,6 +83,10 @@ pub async fn queue(
              and ($5::text is null or s.adapter = $5)
              and ($6::text is null or w.definition_name = $6)
              and ($7::bigint is null or s.unknown_since < now() - make_interval(secs => $7::bigint))
+             and ($8::timestamptz is null
+                  or exists (select 1 from audit n
+                             where n.action = 'note' and n.workflow_id = s.workflow_id
+                               and (n.step_id is null or n.step_id = s.id) and n.at >= $8))
            order by s.unknown_since, s.id
            limit $3"#,
         after_at as Option<DateTime<Utc>>,
@@ -85,6 +96,7 @@ pub async fn queue(
         filter.adapter,
         filter.definition,
         filter.older_than_secs,
+        filter.noted_since as Option<DateTime<Utc>>,
     )
     .fetch_all(pool)
     .await?;
@@ -108,6 +120,7 @@ pub async fn queue(
             attempts: r.attempt_count,
             request_key: r.request_key,
             open_incident: r.open_incident,
+            noted_at: r.noted_at,
         })
         .collect())
 }

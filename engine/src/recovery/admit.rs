@@ -61,6 +61,12 @@ pub(super) fn admit_control(
     what: &str,
     reason: &str,
 ) -> Result<String, ActionError> {
+    admit_at_least(role, least, what)?;
+    required("A reason", reason, 2000)
+}
+
+/// Refuses `what` to a role below `least`, in words.
+pub(super) fn admit_at_least(role: Role, least: Role, what: &str) -> Result<(), ActionError> {
     if role < least {
         return Err(ActionError::Forbidden(format!(
             "{what} needs the {} role; you are signed in as {}.",
@@ -68,7 +74,7 @@ pub(super) fn admit_control(
             role.as_str()
         )));
     }
-    required("A reason", reason, 2000)
+    Ok(())
 }
 
 /// `value` trimmed, if it is present, at most `max` characters, and storable: PostgreSQL

@@ -113,7 +113,7 @@ impl Actor<'_> {
         }
     }
 
-    fn parts(&self) -> (&str, ActorKind) {
+    pub(super) fn parts(&self) -> (&str, ActorKind) {
         match self {
             Actor::Operator(name) => (name, ActorKind::Operator),
             Actor::Api(name) => (name, ActorKind::Api),

@@ -20,6 +20,7 @@ pub mod incident_resolution;
 pub mod invariant;
 pub mod journal;
 pub mod lease;
+pub mod note;
 pub mod operator;
 pub mod outbox;
 pub mod pause;

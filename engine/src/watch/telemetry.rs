@@ -94,8 +94,8 @@ async fn incidents_and_violations(pool: &PgPool, f: &mut Figures) -> sqlx::Resul
     Ok(())
 }
 
-/// Open alerts by rule, the outbox events not yet handed to every consumer, the adapters held
-/// and the workflows paused.
+/// Open alerts by rule, the outbox events not yet handed to every consumer, the adapters held,
+/// the workflows paused and the notes written.
 async fn alerts_and_outbox(pool: &PgPool, f: &mut Figures) -> sqlx::Result<()> {
     for (rule, n) in metrics::open_alerts_by_rule(pool).await? {
         f.gauges
@@ -115,5 +115,8 @@ async fn alerts_and_outbox(pool: &PgPool, f: &mut Figures) -> sqlx::Result<()> {
     let paused = crate::store::pause::count(pool).await?;
     f.gauges
         .push(labelled("z29c_workflows_paused", &[], paused as f64));
+    let notes = crate::store::note::count(pool).await?;
+    f.counters
+        .push(labelled("z29c_notes_total", &[], notes as f64));
     Ok(())
 }

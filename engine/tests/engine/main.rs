@@ -15,6 +15,7 @@ mod hold;
 mod indexes;
 mod intake;
 mod invariants;
+mod notes;
 mod operate;
 mod operators;
 mod outbox;

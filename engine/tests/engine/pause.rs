@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use destinations::Kind;
 use engine::domain::Role;
-use engine::operators::{Operator, Via};
 use engine::recovery::ActionError;
 use engine::recovery::hold::{hold_adapter, resume_adapter};
 use engine::recovery::pause::{pause_workflow, resume_workflow};
@@ -14,17 +13,8 @@ use engine::store::journal::Actor;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::operate::unknown_delivery;
+use crate::operate::{person, unknown_delivery};
 use crate::support::Harness;
-
-fn person(name: &str, role: Role) -> Operator {
-    Operator {
-        id: Uuid::nil(),
-        username: name.into(),
-        role,
-        via: Via::Console,
-    }
-}
 
 /// The audit entries of `action` on `workflow`: actor, reason.
 async fn audited(pool: &PgPool, action: &str, workflow: Uuid) -> Vec<(String, Option<String>)> {

@@ -31,6 +31,33 @@ pub enum OpsCommand {
     /// Let an adapter send again (an approver): its held steps go back to the queue, oldest
     /// first, all at once or at a ramp.
     Resume(ResumeArgs),
+    /// Leave a note on a workflow, a step or an incident for the next person (an operator):
+    /// shown in the timeline and the audit log; it changes no state.
+    Note(NoteArgs),
+}
+
+/// `z29c note --step ID --as NAME "text"` (or `--workflow ID`, `--incident ID`).
+#[derive(Debug, clap::Args)]
+#[group(id = "on", required = true, multiple = false, args = ["workflow", "step", "incident"])]
+pub struct NoteArgs {
+    /// The note is about this workflow.
+    #[arg(long, value_name = "ID")]
+    pub workflow: Option<Uuid>,
+    /// The note is about this step.
+    #[arg(long, value_name = "ID")]
+    pub step: Option<Uuid>,
+    /// The note is about this incident.
+    #[arg(long, value_name = "ID")]
+    pub incident: Option<Uuid>,
+    /// What the next person should know.
+    pub text: String,
+    /// The enabled operator the note is written (and audited) as.
+    #[arg(long = "as", env = "Z29C_OPERATOR", value_name = "NAME")]
+    pub operator: String,
+    #[command(flatten)]
+    pub output: Output,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
 }
 
 /// `z29c hold ADAPTER --as NAME --reason …`.
@@ -110,6 +137,7 @@ impl OpsCommand {
             OpsCommand::Bulk(BulkCommand::Stop { database, .. }) => database,
             OpsCommand::Hold(args) => &args.acting.database,
             OpsCommand::Resume(args) => &args.acting.database,
+            OpsCommand::Note(args) => &args.database,
         }
     }
 }

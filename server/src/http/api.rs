@@ -40,13 +40,16 @@ pub fn routes() -> Router<AppState> {
 /// The API's handlers, each with its OpenAPI operation.
 fn documented() -> OpenApiRouter<AppState> {
     use super::files_api as files;
-    use super::ops::{adapters, audit, bulk, incidents, queue, steps, workflows};
+    use super::ops::{adapters, audit, bulk, incidents, notes, queue, steps, workflows};
     OpenApiRouter::with_openapi(<ApiDoc as utoipa::OpenApi>::openapi())
         .routes(routes!(start, workflows::list))
         .routes(routes!(status))
         .routes(routes!(workflows::cancel))
         .routes(routes!(workflows::pause))
         .routes(routes!(workflows::resume))
+        .routes(routes!(notes::on_workflow, notes::list))
+        .routes(routes!(notes::on_step))
+        .routes(routes!(notes::on_incident))
         .routes(routes!(files::list))
         .routes(routes!(files::put))
         .routes(routes!(files::list_adapters))
@@ -91,6 +94,8 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
         super::ops::workflows::CancelledBody,
         super::ops::workflows::PausedBody,
         engine::store::pause::WorkflowPause,
+        super::ops::notes::NoteBody,
+        engine::store::note::Note,
         super::ops::queue::QueueBody,
         super::ops::steps::StepBody,
         super::ops::steps::ActionBody,

@@ -21,6 +21,7 @@ pub(super) async fn show(pool: &PgPool, args: &QueueArgs, io: &mut Io<'_>) -> Re
         adapter: args.adapter.clone(),
         definition: args.definition.clone(),
         older_than_secs: args.older_than.map(|minutes| i64::from(minutes) * 60),
+        noted_since: None,
     };
     let after = args.after.as_deref().map(cursor).transpose()?;
     let mut rows = queue::queue(pool, &filter, after, args.limit + 1).await?;

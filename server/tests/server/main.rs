@@ -16,6 +16,7 @@ mod headers;
 mod hold;
 mod http;
 mod kept_forms;
+mod notes;
 mod observability;
 mod ops_api;
 mod own_api;

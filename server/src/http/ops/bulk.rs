@@ -78,6 +78,7 @@ pub(crate) async fn preview(
         adapter: body.adapter,
         definition: body.definition,
         older_than_secs: body.older_than_secs,
+        noted_since: None,
     };
     let (rows, more) =
         bulk::preview(&pool, &filter, action, client.0.role, BULK_MAX_ROWS as i64).await?;

@@ -25,6 +25,10 @@ pub(crate) struct QueueParams {
     definition: Option<String>,
     /// Only steps uncertain for longer than this many seconds.
     older_than_secs: Option<i64>,
+    /// Only steps with a note (on the step or its workflow) written at or after this time
+    /// (RFC 3339).
+    #[param(value_type = Option<String>)]
+    noted_since: Option<chrono::DateTime<chrono::Utc>>,
     /// The `next` of the previous page.
     after: Option<String>,
     /// Rows per page, 1 to 500 (default 50).
@@ -72,6 +76,7 @@ pub(crate) async fn queue(
         adapter: p.adapter,
         definition: p.definition,
         older_than_secs: p.older_than_secs,
+        noted_since: p.noted_since,
     };
     let after = p.after.as_deref().map(cursor).transpose()?;
     let mut rows = queue::queue(&pool, &filter, after, limit + 1).await?;
