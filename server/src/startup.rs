@@ -197,6 +197,10 @@ fn serving(pool: &sqlx::PgPool, args: &ObserverArgs) -> anyhow::Result<Vec<Box<d
         rules,
         every,
     )));
+    services.push(Box::new(engine::maintenance::adapter_breaker(
+        pool.clone(),
+        every,
+    )));
     if let Some(url) = &args.webhook {
         let key = args.webhook_secret.as_deref().context(
             "--webhook needs --webhook-secret (Z29C_WEBHOOK_SIGNING_SECRET): every alert and notification is signed with it, so receivers can refuse anyone else's",

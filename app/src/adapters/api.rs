@@ -33,6 +33,25 @@ pub async fn adapters() -> Result<AdaptersView, ConsoleError> {
                 .iter()
                 .map(|c| (c.claim.label(), c.trust.label().to_owned()))
                 .collect(),
+            tripped_by: holds
+                .iter()
+                .find(|h| h.adapter == a.name)
+                .and_then(|h| h.tripped_by.as_ref())
+                .and_then(|t| t.as_array())
+                .map(|rows| rows.iter().map(trouble_line).collect())
+                .unwrap_or_default(),
+            breaker: a
+                .source
+                .as_deref()
+                .and_then(|s| engine::adapter::AdapterSpec::parse(s).ok())
+                .and_then(|spec| spec.breaker)
+                .map(|b| {
+                    format!(
+                        "Breaker: holds itself after {} attempts end outcome unknown or with a 5xx answer within {}s.",
+                        b.trips_after,
+                        b.within.0.as_secs()
+                    )
+                }),
             held: holds.iter().find(|h| h.adapter == a.name).map(|h| {
                 let since = h.held_at.format("%Y-%m-%d %H:%M UTC");
                 let lookups = if h.holds_lookups {
@@ -56,6 +75,22 @@ pub async fn adapters() -> Result<AdaptersView, ConsoleError> {
         notice: session::take_notice(&current).await?,
         kept,
     })
+}
+
+/// One attempt that tripped a breaker, as the page lists it: when, what was seen, the step.
+#[cfg(feature = "ssr")]
+fn trouble_line(row: &serde_json::Value) -> (String, String, String) {
+    let text = |key: &str| {
+        row.get(key)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let seen = match (text("observed"), text("status")) {
+        (observed, status) if status.is_empty() => observed.replace('_', " "),
+        (observed, status) => format!("{} ({status})", observed.replace('_', " ")),
+    };
+    (text("observed_at"), seen, text("step"))
 }
 
 /// Holds adapter `adapter` (approver): no worker sends it a new request, nor a lookup unless

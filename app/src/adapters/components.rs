@@ -104,6 +104,24 @@ fn Adapter(a: AdapterRow, may_hold: bool, csrf: String, kept: Option<KeptForm>) 
             <h2>{a.name.clone()}</h2>
             <p>{format!("{} · {} · ", a.kind, a.capabilities)}<span data-testid="sending">{sending}</span></p>
             {a.held.map(|h| view! { <p class="notice warn" data-testid="held">{h}</p> })}
+            {(!a.tripped_by.is_empty()).then(|| view! {
+                <table class="queue small" data-testid="tripped-by">
+                    <caption>"The attempts that tripped the breaker, newest first"</caption>
+                    <tbody>
+                        {a.tripped_by
+                            .into_iter()
+                            .map(|(at, seen, step)| view! {
+                                <tr>
+                                    <td>{at}</td>
+                                    <td>{seen}</td>
+                                    <td><A href=format!("/steps/{step}")>"the step"</A></td>
+                                </tr>
+                            })
+                            .collect_view()}
+                    </tbody>
+                </table>
+            })}
+            {a.breaker.map(|b| view! { <p class="muted small" data-testid="breaker">{b}</p> })}
             <p class="muted small" data-testid="held-steps">{format!("{} steps wait held", a.held_steps)}</p>
             <ul class="small">
                 {a.claims

@@ -15,8 +15,13 @@ pub struct AdapterRow {
     /// Each claim of the current version, with what verification found ("verified",
     /// "unverified", "refuted").
     pub claims: Vec<(String, String)>,
-    /// "Held by … since …: reason", while an approver's hold stands.
+    /// "Held by … since …: reason", while a hold stands (an approver's, or its breaker's).
     pub held: Option<String>,
+    /// For a breaker's hold, the attempts that tripped it: "at · what was seen · step id".
+    pub tripped_by: Vec<(String, String, String)>,
+    /// The breaker its file declares, in words ("holds itself after 5 troubled attempts within
+    /// 60s").
+    pub breaker: Option<String>,
     /// Steps waiting held for it now.
     pub held_steps: i64,
 }

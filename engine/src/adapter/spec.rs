@@ -125,6 +125,9 @@ pub struct AdapterSpec {
     pub withdraw: Option<Withdraw>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<Verify>,
+    /// Hold the adapter automatically when its provider is in trouble.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<Breaker>,
 }
 
 fn default_deadline() -> u64 {
@@ -197,6 +200,20 @@ pub struct Retry {
     pub backoff: Span,
     #[serde(default = "default_max_backoff")]
     pub max_backoff: Span,
+}
+
+/// The automatic hold (docs/DESIGN.md §20): after `trips_after` attempts ended outcome unknown
+/// or with a 5xx answer within `within`, the adapter is held until a person resumes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Breaker {
+    pub trips_after: u32,
+    #[serde(default = "default_breaker_window")]
+    pub within: Span,
+}
+
+fn default_breaker_window() -> Span {
+    Span(Duration::from_secs(60))
 }
 
 fn default_backoff() -> Span {

@@ -9,6 +9,7 @@
 //! | `adapter_refresh`       | each worker that loads its adapters | `adapter_refresh`                    |
 //! | `outbox_publisher`      | `z29c serve`                     | on NOTIFY, at least every second        |
 //! | `alert_evaluation`      | `z29c serve`                     | `--observe-every-secs`                  |
+//! | `adapter_breaker`       | `z29c serve`                     | `--observe-every-secs`                  |
 //! | `webhook_delivery`      | `z29c serve --webhook`           | `--observe-every-secs`                  |
 //! | `notification_delivery` | `z29c serve --webhook`           | `--observe-every-secs`                  |
 //! | `sign_in_forgetting`    | `z29c serve`                     | 10 min                                  |
@@ -25,7 +26,8 @@ use tokio::task::JoinHandle;
 use crate::adapter::BoxFuture;
 
 pub use observe::{
-    OutboxPublisher, alert_evaluation, notification_delivery, sign_in_forgetting, webhook_delivery,
+    OutboxPublisher, adapter_breaker, alert_evaluation, notification_delivery, sign_in_forgetting,
+    webhook_delivery,
 };
 pub use worker::{for_worker, run_worker};
 

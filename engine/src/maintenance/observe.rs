@@ -1,5 +1,6 @@
-//! The services of a serving process (docs/DESIGN.md §10, §11, §19): the outbox publisher,
-//! alert evaluation, webhook and notification delivery, and forgetting old sign-in attempts.
+//! The services of a serving process (docs/DESIGN.md §10, §11, §19, §20): the outbox
+//! publisher, alert evaluation, adapters' breakers, webhook and notification delivery, and
+//! forgetting old sign-in attempts.
 //! Each runs in a task of its own, so a receiver that never answers holds up no alert rule and
 //! no publication.
 
@@ -13,6 +14,7 @@ use crate::adapter::BoxFuture;
 use crate::outbox::publisher::{HELD_BACK, Publisher};
 use crate::outbox::webhook::{self, Receiver};
 use crate::watch::alerts::{self, AlertRules};
+use crate::watch::breaker;
 
 /// `outbox_publisher`: publishes the outbox, woken by `NOTIFY z29c_outbox`, looking again every
 /// `poll` in any case (a lost notification, a listener reconnecting).
@@ -99,6 +101,22 @@ pub fn alert_evaluation(pool: PgPool, rules: AlertRules, every: Duration) -> imp
             let pool = pool.clone();
             Box::pin(async move {
                 alerts::evaluate(&pool, &rules).await?;
+                Ok(())
+            })
+        },
+    )
+}
+
+/// `adapter_breaker`: holds each adapter whose declared breaker trips
+/// ([`breaker::trip_breakers`]).
+pub fn adapter_breaker(pool: PgPool, every: Duration) -> impl Service {
+    Periodic::new(
+        "adapter_breaker",
+        every,
+        move || -> BoxFuture<'static, Result<(), Failure>> {
+            let pool = pool.clone();
+            Box::pin(async move {
+                breaker::trip_breakers(&pool).await?;
                 Ok(())
             })
         },

@@ -15,7 +15,8 @@ pub struct AlertCause {
 
 /// Every cause that holds now: each recorded invariant violation, each step outcome unknown
 /// (or waiting for review) for longer than `max_age_secs`, each open duplicate-effect incident,
-/// each adapter demoted to review by a contradiction seen in production.
+/// each adapter demoted to review by a contradiction seen in production, each adapter its
+/// breaker holds (until a person resumes it).
 pub async fn current_causes(
     conn: &mut PgConnection,
     max_age_secs: i64,
@@ -35,7 +36,12 @@ pub async fn current_causes(
            union all
            select 'adapter_demoted', a.name,
                   jsonb_build_object('reason', a.demoted_reason, 'since', a.demoted_at)
-           from adapter a where a.demoted_at is not null"#,
+           from adapter a where a.demoted_at is not null
+           union all
+           select 'adapter_breaker', a.name,
+                  jsonb_build_object('reason', a.held_reason, 'since', a.held_at,
+                                     'tripped_by', a.held_evidence)
+           from adapter a where a.held_by = 'breaker'"#,
         max_age_secs,
     )
     .fetch_all(conn)

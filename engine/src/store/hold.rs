@@ -13,6 +13,8 @@ pub struct AdapterHold {
     pub reason: String,
     /// Its lookups wait too.
     pub holds_lookups: bool,
+    /// For a hold the adapter's breaker put on it: the attempts that tripped it.
+    pub tripped_by: Option<serde_json::Value>,
 }
 
 /// What holding found.
@@ -39,7 +41,8 @@ pub async fn hold(
         r#"update adapter set held_at = now(), held_by = $2, held_reason = $3, hold_lookups = $4
            where name = $1 and held_at is null
            returning name as adapter, held_by as "held_by!", held_at as "held_at!: DateTime<Utc>",
-                     held_reason as "reason!", hold_lookups as holds_lookups"#,
+                     held_reason as "reason!", hold_lookups as holds_lookups,
+                     held_evidence as tripped_by"#,
         name,
         by,
         reason,
@@ -61,16 +64,16 @@ pub async fn resume(conn: &mut PgConnection, name: &str) -> sqlx::Result<Option<
     sqlx::query_as!(
         AdapterHold,
         r#"with before as (
-               select name, held_by, held_at, held_reason, hold_lookups from adapter
+               select name, held_by, held_at, held_reason, hold_lookups, held_evidence from adapter
                where name = $1 and held_at is not null for update
            ), ended as (
                update adapter a set held_at = null, held_by = null, held_reason = null,
-                      hold_lookups = true
+                      hold_lookups = true, held_evidence = null, resumed_at = now()
                from before b where a.name = b.name
            )
            select name as adapter, held_by as "held_by!",
                   held_at as "held_at!: DateTime<Utc>", held_reason as "reason!",
-                  hold_lookups as holds_lookups
+                  hold_lookups as holds_lookups, held_evidence as tripped_by
            from before"#,
         name,
     )
@@ -84,7 +87,8 @@ where
     E: Executor<'e, Database = Postgres>,
 {
     let row = sqlx::query!(
-        r#"select name, held_by, held_at as "held_at: DateTime<Utc>", held_reason, hold_lookups
+        r#"select name, held_by, held_at as "held_at: DateTime<Utc>", held_reason, hold_lookups,
+                  held_evidence
            from adapter where name = $1"#,
         name
     )
@@ -97,6 +101,7 @@ where
             held_at,
             reason,
             holds_lookups: r.hold_lookups,
+            tripped_by: r.held_evidence,
         }),
         _ => None,
     }))
@@ -110,9 +115,34 @@ where
     sqlx::query_as!(
         AdapterHold,
         r#"select name as adapter, held_by as "held_by!", held_at as "held_at!: DateTime<Utc>",
-                  held_reason as "reason!", hold_lookups as holds_lookups
+                  held_reason as "reason!", hold_lookups as holds_lookups,
+                  held_evidence as tripped_by
            from adapter where held_at is not null order by name"#
     )
     .fetch_all(executor)
+    .await
+}
+
+/// Holds adapter `name` for its breaker, with `reason` and the attempts that tripped it, unless
+/// it is held already (by a person, or by another process's breaker a moment ago).
+pub async fn trip(
+    conn: &mut PgConnection,
+    name: &str,
+    reason: &str,
+    evidence: &serde_json::Value,
+) -> sqlx::Result<Option<AdapterHold>> {
+    sqlx::query_as!(
+        AdapterHold,
+        r#"update adapter set held_at = now(), held_by = 'breaker', held_reason = $2,
+                              hold_lookups = true, held_evidence = $3
+           where name = $1 and held_at is null
+           returning name as adapter, held_by as "held_by!", held_at as "held_at!: DateTime<Utc>",
+                     held_reason as "reason!", hold_lookups as holds_lookups,
+                     held_evidence as tripped_by"#,
+        name,
+        reason,
+        evidence,
+    )
+    .fetch_optional(conn)
     .await
 }

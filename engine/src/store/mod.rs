@@ -8,6 +8,7 @@ pub mod alert;
 pub mod attempt;
 pub mod authorization;
 pub mod batch;
+pub mod breaker;
 pub mod bulk;
 pub mod compensation;
 pub mod conclusion;

@@ -5,6 +5,7 @@
 //! histograms of what this process did, which only it can time.
 
 pub mod alerts;
+pub mod breaker;
 pub mod invariants;
 pub mod latency;
 pub mod telemetry;

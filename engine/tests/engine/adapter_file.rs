@@ -313,3 +313,18 @@ fn a_retry_budget_outside_its_bounds_is_refused() {
     let error = refused(&BASIC.replace("backoff: 500ms", "backoff: soon"));
     assert!(error.message.contains("is not a span of time"), "{error}");
 }
+
+#[test]
+fn a_breaker_that_trips_after_no_attempt_or_counts_for_a_week_is_refused_with_its_line() {
+    let declared = MINIMAL.to_owned() + "breaker:\n  trips_after: 5\n  within: 2m\n";
+    let breaker = AdapterSpec::parse(&declared).unwrap().breaker.unwrap();
+    assert_eq!(
+        (breaker.trips_after, breaker.within.0),
+        (5, Duration::from_secs(120))
+    );
+    let never = refused(&(MINIMAL.to_owned() + "breaker:\n  trips_after: 0\n"));
+    assert_eq!(never.line, Some(14), "{never}");
+    assert!(never.message.contains("breaker.trips_after"), "{never}");
+    let week = refused(&(MINIMAL.to_owned() + "breaker:\n  trips_after: 5\n  within: 168h\n"));
+    assert_eq!(week.line, Some(15), "{week}");
+}

@@ -5,6 +5,7 @@ mod adapter_body;
 mod adapter_file;
 mod alerts;
 mod bounds;
+mod breaker;
 mod bulk;
 mod constraints;
 mod contract_suite;

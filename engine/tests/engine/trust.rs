@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use crate::support::worker_config;
 
-const PAYMENTS: &str = include_str!("../../../adapters/payments.yaml");
+pub(crate) const PAYMENTS: &str = include_str!("../../../adapters/payments.yaml");
 const BASIC: &str = include_str!("../../../adapters/payments-basic.yaml");
 
 /// One charge, through the adapter `payments`.
@@ -46,7 +46,7 @@ steps:
 "#;
 
 /// A payments destination with its own database, configured by `config`.
-async fn payments(z29c: &PgPool, config: Config) -> RunningDestination {
+pub(crate) async fn payments(z29c: &PgPool, config: Config) -> RunningDestination {
     destinations::spawn(
         destinations::database_beside(z29c).await.unwrap(),
         Config {
@@ -60,7 +60,7 @@ async fn payments(z29c: &PgPool, config: Config) -> RunningDestination {
 
 /// `source` named `payments`, calling `url`, its API key read from a variable set here (each
 /// test runs in a process of its own).
-fn file(source: &str, url: &str) -> String {
+pub(crate) fn file(source: &str, url: &str) -> String {
     // SAFETY: nextest runs every test in its own process; no other thread reads it meanwhile.
     unsafe { std::env::set_var("Z29C_PAYMENTS_API_KEY", "sk_test_trust") };
     let mut lines: Vec<String> = source.lines().map(str::to_owned).collect();
@@ -79,7 +79,11 @@ fn file(source: &str, url: &str) -> String {
 }
 
 /// Applies `source` as the adapter `payments`; verifies it against `sandbox` when given.
-async fn applied(pool: &PgPool, source: &str, sandbox: Option<&str>) -> Option<Verified> {
+pub(crate) async fn applied(
+    pool: &PgPool,
+    source: &str,
+    sandbox: Option<&str>,
+) -> Option<Verified> {
     apply::apply(
         pool,
         source,
@@ -102,13 +106,13 @@ async fn applied(pool: &PgPool, source: &str, sandbox: Option<&str>) -> Option<V
     }
 }
 
-fn worker(pool: &PgPool, adapters: Adapters) -> Worker {
+pub(crate) fn worker(pool: &PgPool, adapters: Adapters) -> Worker {
     let mut config = worker_config("trust");
     config.recovery_window = Duration::from_secs(60);
     Worker::new(pool.clone(), config, adapters)
 }
 
-async fn start(pool: &PgPool, order: &str) -> Uuid {
+pub(crate) async fn start(pool: &PgPool, order: &str) -> Uuid {
     let started = start_workflow(
         pool,
         NewWorkflow {
@@ -137,7 +141,7 @@ async fn state(pool: &PgPool, workflow: Uuid) -> (StepState, i32) {
 }
 
 /// Runs `worker` until the charge of `workflow` is in `wanted`, for at most 20 s.
-async fn until(pool: &PgPool, worker: &Worker, workflow: Uuid, wanted: StepState) {
+pub(crate) async fn until(pool: &PgPool, worker: &Worker, workflow: Uuid, wanted: StepState) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         let (now, attempts) = state(pool, workflow).await;
@@ -154,7 +158,7 @@ async fn until(pool: &PgPool, worker: &Worker, workflow: Uuid, wanted: StepState
     }
 }
 
-async fn charges_for(destination: &RunningDestination, order: &str) -> Vec<String> {
+pub(crate) async fn charges_for(destination: &RunningDestination, order: &str) -> Vec<String> {
     let ledger = destination.ledger().await.unwrap();
     ledger.charges_for(order).map(|c| c.id.clone()).collect()
 }

@@ -70,6 +70,6 @@ pub(super) async fn resume(pool: &PgPool, args: &ResumeArgs, io: &mut Io<'_>) ->
 fn json_of(hold: &AdapterHold) -> serde_json::Value {
     serde_json::json!({
         "adapter": hold.adapter, "held_by": hold.held_by, "held_at": hold.held_at.to_rfc3339(),
-        "reason": hold.reason, "holds_lookups": hold.holds_lookups,
+        "reason": hold.reason, "holds_lookups": hold.holds_lookups, "tripped_by": hold.tripped_by,
     })
 }

@@ -20,6 +20,9 @@ const ANSWER_CONTEXT: [&str; 5] = ["status", "headers", "body", "key", "digest"]
 const LOOKUP_ANSWER_EXTRA: [&str; 2] = ["request", "items"];
 /// The most attempts a retry schedule may allow.
 const MAX_RETRY_ATTEMPTS: u32 = 50;
+/// The most troubled attempts a breaker may wait for, and its longest window.
+const MAX_BREAKER_TRIPS: u32 = 10_000;
+const MAX_BREAKER_WINDOW: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 /// A request's templates: path, query, headers and body, as strings and trees.
 struct RequestTemplates<'a> {
@@ -68,6 +71,21 @@ pub(super) fn check(spec: &AdapterSpec, source: &str) -> Result<(), FileError> {
             line_of(source, "attempts:"),
             format!("retry.attempts must be between 1 and {MAX_RETRY_ATTEMPTS}"),
         ));
+    }
+    if let Some(breaker) = spec.breaker {
+        if !(1..=MAX_BREAKER_TRIPS).contains(&breaker.trips_after) {
+            return Err(FileError::at(
+                line_of(source, "trips_after:"),
+                format!("breaker.trips_after must be between 1 and {MAX_BREAKER_TRIPS}"),
+            ));
+        }
+        let within = breaker.within.0;
+        if within < std::time::Duration::from_secs(1) || within > MAX_BREAKER_WINDOW {
+            return Err(FileError::at(
+                line_of(source, "within:"),
+                "breaker.within must be between 1s and 24h",
+            ));
+        }
     }
     Ok(())
 }

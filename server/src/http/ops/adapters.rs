@@ -49,6 +49,10 @@ pub(crate) struct HoldView {
     held_at: String,
     reason: String,
     holds_lookups: bool,
+    /// For a hold the adapter's breaker took: the attempts that tripped it (`step`,
+    /// `observed_at`, `observed`, `status`), newest first.
+    #[schema(value_type = Option<Vec<Object>>)]
+    tripped_by: Option<serde_json::Value>,
 }
 
 impl From<AdapterHold> for HoldView {
@@ -59,6 +63,7 @@ impl From<AdapterHold> for HoldView {
             held_at: h.held_at.to_rfc3339(),
             reason: h.reason,
             holds_lookups: h.holds_lookups,
+            tripped_by: h.tripped_by,
         }
     }
 }
