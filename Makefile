@@ -13,7 +13,7 @@ Z29C := $(CARGO_TARGET_DIR)/$(PROFILE)/z29c
 LEPTOS_FLAGS := $(if $(filter release,$(PROFILE)),--release --precompress,)
 TOOLS := $(if $(filter release,$(PROFILE)),release,build)
 
-.PHONY: help run build test lint unit e2e openapi scenarios bench-engine bench-pgbench bench-console sqlx-prepare migrate-both docs clean
+.PHONY: help run build test lint unit e2e openapi scenarios tutorial bench-engine bench-pgbench bench-console sqlx-prepare migrate-both docs clean
 
 help:
 	@echo "make run     build and serve the console at http://\$${Z29C_ADDR:-127.0.0.1:3000} (PROFILE=release for an optimised build)"
@@ -34,6 +34,7 @@ test:
 	$(MAKE) --no-print-directory lint build
 	$(Z29C) db exec -- $(MAKE) --no-print-directory unit e2e
 	$(MAKE) --no-print-directory scenarios
+	$(MAKE) --no-print-directory tutorial
 
 ## The scenario harness needs failpoints, which only this separate build has (never the one
 ## `make run` serves): every fault point × every protocol kind, the timing sweep and the named
@@ -55,6 +56,12 @@ scenarios:
 	     echo "the scenario harness passed with the recovery rule '$$rule' broken: it cannot catch what it is for"; exit 1; \
 	   else echo "scenario harness: the broken rule '$$rule' is caught ($$kind, $$point)"; fi; \
 	 done
+
+## docs/integrate-your-own-api.md, run as a reader would: every ```sh block in order, in one
+## shell, with the built z29c on PATH (after `make build`); the runner's own test first.
+tutorial:
+	scripts/run-tutorial-test.py
+	PATH="$(CARGO_TARGET_DIR)/$(PROFILE):$$PATH" scripts/run-tutorial.py
 
 ## Benchmarks run a release build with the lab (`--features lab`: `z29c bench`), which the
 ## binary a deployment builds does not have; the console's front-end weight is that of the last
