@@ -442,7 +442,7 @@ mod tests {
         let lookups = [
             None,
             Some(LookupAnswer::NotFound {
-                looked_after_sent_ms: u64::MAX,
+                looked_after_sent_ms: i64::MAX,
             }),
         ];
         // Every state in which a request may have left: an unsent step never sent one.

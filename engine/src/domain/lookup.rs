@@ -37,7 +37,7 @@ impl LookupAnswer {
     pub fn from_observation(
         seen: &LookupObservation,
         bound_digest: &str,
-        looked_after_sent_ms: u64,
+        looked_after_sent_ms: i64,
     ) -> LookupAnswer {
         match seen {
             LookupObservation::Found {
@@ -72,7 +72,7 @@ impl LookupAnswer {
     /// reported them, found or found with a conflicting digest.
     pub fn from_observation_body(body: &serde_json::Value) -> Option<LookupAnswer> {
         let seen: LookupObservation = serde_json::from_value(body.get("seen")?.clone()).ok()?;
-        let after = body["looked_after_sent_ms"].as_u64().unwrap_or(0);
+        let after = body["looked_after_sent_ms"].as_i64().unwrap_or(0);
         let bound = match (body["bound_digest"].as_str(), &seen) {
             (Some(bound), _) => bound,
             (None, LookupObservation::Found { digest, .. }) => digest.as_str(),

@@ -10,15 +10,16 @@ use super::contract::{ContractKind, SideEffectContract, UnknownOutcomePolicy};
 #[serde(tag = "answer", rename_all = "snake_case")]
 pub enum LookupAnswer {
     /// Found, with the digest the destination holds, `looked_after_sent_ms` after the request
-    /// was (last) sent: inside the visibility window a later delivery under the same key may
-    /// not show yet.
+    /// (last) sent could have reached it, its deadline after it left — negative when the
+    /// lookup left before then: inside the visibility window a later delivery under the same
+    /// key may not show yet.
     Found {
         external_reference: String,
         digest_matches: bool,
-        looked_after_sent_ms: u64,
+        looked_after_sent_ms: i64,
     },
-    /// Not found, `looked_after_sent_ms` after the request was (last) sent.
-    NotFound { looked_after_sent_ms: u64 },
+    /// Not found, `looked_after_sent_ms` after the request (last) sent could have reached it.
+    NotFound { looked_after_sent_ms: i64 },
     /// Known to the destination but not finished.
     Processing,
     /// The lookup itself could not be answered.
@@ -43,9 +44,10 @@ impl LookupAnswer {
             }
             | LookupAnswer::NotFound {
                 looked_after_sent_ms,
-            } => contract
-                .visibility_window_ms
-                .saturating_sub(*looked_after_sent_ms),
+            } => {
+                let window = i64::try_from(contract.visibility_window_ms).unwrap_or(i64::MAX);
+                u64::try_from(window.saturating_sub(*looked_after_sent_ms)).unwrap_or(0)
+            }
             LookupAnswer::Processing | LookupAnswer::Unavailable => 0,
         }
     }
@@ -216,6 +218,25 @@ mod tests {
     use super::super::contract::fixtures::{idempotent, opaque, queryable};
     use super::*;
 
+    #[test]
+    fn a_lookup_before_the_deadline_waits_out_the_rest_of_it_and_then_the_window() {
+        let c = queryable();
+        let window = c.visibility_window_ms;
+        let early = LookupAnswer::NotFound {
+            looked_after_sent_ms: -1_700,
+        };
+        assert_eq!(early.index_settles_in_ms(&c), window + 1_700);
+        let inside = LookupAnswer::NotFound {
+            looked_after_sent_ms: 200,
+        };
+        assert_eq!(inside.index_settles_in_ms(&c), window - 200);
+        let past = LookupAnswer::NotFound {
+            looked_after_sent_ms: i64::try_from(window).unwrap() + 1,
+        };
+        assert_eq!(past.index_settles_in_ms(&c), 0);
+        assert!(past.is_authoritative_absence(&c) && !early.is_authoritative_absence(&c));
+    }
+
     fn facts(last_lookup: Option<LookupAnswer>) -> UnknownOutcomeFacts {
         UnknownOutcomeFacts {
             last_lookup,
@@ -315,7 +336,7 @@ mod tests {
         let found = LookupAnswer::Found {
             external_reference: "x-82".into(),
             digest_matches: true,
-            looked_after_sent_ms: queryable().visibility_window_ms,
+            looked_after_sent_ms: i64::try_from(queryable().visibility_window_ms).unwrap(),
         };
         assert_eq!(
             decide_after_unknown(&queryable(), &facts(Some(found))),

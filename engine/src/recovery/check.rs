@@ -89,8 +89,27 @@ fn answer_in_words(
     }
 }
 
-/// When, in `wait_ms`, the destination's status index will have caught up.
+/// When, in `wait_ms`, the destination's status index will have caught up: rounded up to the
+/// second, so a check at the time said is never early.
 fn check_again_at(now: DateTime<Utc>, wait_ms: u64) -> String {
-    let at = now + chrono::Duration::milliseconds(i64::try_from(wait_ms).unwrap_or(i64::MAX / 2));
+    let wait = i64::try_from(wait_ms)
+        .unwrap_or(i64::MAX / 2)
+        .saturating_add(999);
+    let at = now + chrono::Duration::milliseconds(wait);
     at.format("%H:%M:%S UTC").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_time_to_check_again_is_rounded_up_never_early() {
+        let now = DateTime::parse_from_rfc3339("2026-12-06T15:23:06.860Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        // Settles at 15:23:08.360: 15:23:08 would be early.
+        assert_eq!(check_again_at(now, 1_500), "15:23:09 UTC");
+        assert_eq!(check_again_at(now, 140), "15:23:07 UTC");
+    }
 }

@@ -139,7 +139,8 @@ pub async fn record_observation(
 
 /// How long ago, by the database's clock, the last call under `key` could still have reached
 /// the destination: measured from the later of the last attempt's end and the last send plus
-/// the adapter's deadline (a destination may accept as late as that). Zero when it never ended.
+/// the adapter's deadline (a destination may accept as late as that); negative while that moment
+/// is still ahead (a lookup inside the deadline). Zero when nothing was sent under the key.
 /// A status index lags *acceptance*, so this, not the time of sending, is what a visibility
 /// window is compared with.
 pub async fn millis_since_last_call_ended(
@@ -150,10 +151,10 @@ pub async fn millis_since_last_call_ended(
     now: Option<DateTime<Utc>>,
 ) -> sqlx::Result<i64> {
     sqlx::query_scalar!(
-        r#"select coalesce(greatest(0, (extract(epoch from coalesce($4::timestamptz, now()) - greatest(
+        r#"select coalesce((extract(epoch from coalesce($4::timestamptz, now()) - greatest(
                       q.last_sent_at + make_interval(secs => $3::bigint / 1000.0),
                       (select max(a.ended_at) from attempt a where a.step_id = $1)
-                  )) * 1000)::bigint), 0) as "millis!"
+                  )) * 1000)::bigint, 0) as "millis!"
            from external_request q where q.request_key = $2"#,
         step,
         key,

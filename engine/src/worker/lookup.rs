@@ -89,7 +89,7 @@ pub async fn check_destination(
 struct Bound {
     request_digest: String,
     content_digest: String,
-    looked_after_sent_ms: u64,
+    looked_after_sent_ms: i64,
     /// The step's request as rendered when its identity was bound, for a lookup that reads
     /// it; `Err` says why it cannot be had (it no longer regenerates to the bound bytes).
     request: Result<Value, String>,
@@ -246,7 +246,7 @@ impl Hold<'_> {
         Ok(Bound {
             request_digest,
             content_digest,
-            looked_after_sent_ms: u64::try_from(since_ms).unwrap_or(0),
+            looked_after_sent_ms: since_ms,
             request,
         })
     }
