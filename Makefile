@@ -13,12 +13,13 @@ Z29C := $(CARGO_TARGET_DIR)/$(PROFILE)/z29c
 LEPTOS_FLAGS := $(if $(filter release,$(PROFILE)),--release --precompress,)
 TOOLS := $(if $(filter release,$(PROFILE)),release,build)
 
-.PHONY: help run build test lint unit e2e openapi scenarios tutorial bench-engine bench-pgbench bench-console sqlx-prepare migrate-both docs clean
+.PHONY: help run build test lint unit e2e openapi scenarios tutorial bench-engine bench-pgbench bench-console sqlx-prepare migrate-both docs screenshots clean
 
 help:
 	@echo "make run     build and serve the console at http://\$${Z29C_ADDR:-127.0.0.1:3000} (PROFILE=release for an optimised build)"
 	@echo "make test    every check and test: fmt, clippy, .sqlx, Rust tests, browser tests"
 	@echo "make docs    render the book in docs/ to target/book (mdBook, offline)"
+	@echo "make screenshots   take the console's pictures in docs/images/ again from the demo (after make build)"
 	@echo "make bench-engine, make bench-pgbench, make bench-console   the benchmarks (release build; figures in docs/performance.md)"
 
 ## Build the server and the hydrating wasm together (they must come from one build).
@@ -101,6 +102,11 @@ unit: migrate-both
 e2e: openapi
 	Z29C_BIN=$(Z29C) end2end/run.sh
 	Z29C_BIN=$(Z29C) E2E_JAVASCRIPT=off end2end/run.sh --project console --no-deps
+
+## The console's pictures in README.md and the book (docs/images/), taken again from the demo by
+## the browser tests (end2end/tests/screenshots.spec.ts), after `make build`.
+screenshots:
+	Z29C_SCREENSHOTS=$(CURDIR)/docs/images Z29C_BIN=$(Z29C) end2end/run.sh --project console --no-deps screenshots.spec.ts
 
 ## The API's OpenAPI document, as the server serves it, checked by a standard validator.
 openapi:

@@ -9,10 +9,20 @@ from pathlib import Path
 
 CHECK = Path(__file__).resolve().parent / "check-docs.py"
 
+# 21 words: a sentence with one home (docs/guide.md). Repeated in a table, a code block or the
+# changelog it is no repeat; in the prose of another page it is.
+LONG = (
+    "A step whose answer was lost waits for a person, who sees the evidence before any button "
+    "and acts on it."
+)
+# 14 words: short enough to say again anywhere.
+SHORT = "The queue lists every step waiting for a person, oldest uncertainty first, with filters."
+
 CLEAN = {
     "README.md": (
         "# Project\n\n"
         "Start with [the guide](docs/guide.md#run-the-demo), or the [book](docs/SUMMARY.md).\n"
+        "![The queue](docs/images/queue.png)\n"
         "<!-- screenshots: docs/images/queue.png, [step](docs/images/step.png) -->\n\n"
         "```sh\n[not a link](docs/missing.md)\n```\n\n"
         "`[not a link either](docs/missing.md)` and [a site](https://example.com/x.md#y).\n\n"
@@ -20,14 +30,20 @@ CLEAN = {
     ),
     "docs/SUMMARY.md": (
         "# Summary\n\n[Introduction](intro.md)\n\n# Guides\n\n- [Guide](guide.md)\n"
-        "  - [Reference](reference/api.md)\n"
+        "  - [Reference](reference/api.md)\n- [Changelog](CHANGELOG.md)\n"
     ),
-    "docs/intro.md": "# Introduction\n\nRead the [guide](guide.md) and the [API](reference/api.md#routes).\n",
+    "docs/intro.md": (
+        "# Introduction\n\nRead the [guide](guide.md) and the [API](reference/api.md#routes).\n\n"
+        f"{SHORT}\n\n| where | what |\n|---|---|\n| the guide | {LONG} |\n\n```text\n{LONG}\n```\n"
+    ),
+    "docs/CHANGELOG.md": f"# Changelog\n\n- The guide now says: {LONG}\n",
+    "docs/images/queue.png": "not really a PNG\n",
     "docs/guide.md": (
         "# Guide\n\n## Run the demo\n\n## `z29c serve` — the server's (own) flags\n\n"
         "## Run the demo\n\nSee [flags](#z29c-serve--the-servers-own-flags), "
         "[the second](#run-the-demo-1) and [mail](mailto:ops@example.com).\n\n"
-        "- a list item\n\n    [a continuation link](reference/api.md)\n"
+        "- a list item\n\n    [a continuation link](reference/api.md)\n\n"
+        f"![The queue](images/queue.png)\n\n{LONG}\n\n{SHORT}\n"
     ),
     "docs/reference/api.md": "# API\n\nRoutes\n------\n\nBack to the [guide](../guide.md#guide).\n",
 }
@@ -61,6 +77,28 @@ BROKEN = {
     "a book page linking outside docs/": (
         {"src.txt": "source\n", "docs/intro.md": "# Introduction\n\nThe [source](../src.txt).\n"},
         "docs/intro.md:3: link to `../src.txt` leaves docs/",
+    ),
+    "an image that does not exist": (
+        {"docs/intro.md": "# Introduction\n\n![The step page](images/step.png)\n"},
+        "docs/intro.md:3: link to `images/step.png`: no such file",
+    ),
+    "a sentence of 15 words or more repeated in another page": (
+        {"docs/intro.md": f"# Introduction\n\nRead the [guide](guide.md).\n\n{LONG}\n"},
+        "docs/intro.md:5: repeats docs/guide.md:17",
+    ),
+    "a repeat inside a longer sentence, linked, marked up and wrapped differently": (
+        {
+            "docs/intro.md": (
+                "# Introduction\n\nHere, as everywhere, **a step** whose [answer](guide.md)\n"
+                "was lost waits for a person, who sees the `evidence` before any button and\n"
+                "acts on it; then it moves.\n"
+            )
+        },
+        "docs/intro.md:3: repeats docs/guide.md:17",
+    ),
+    "a page repeating README.md": (
+        {"README.md": f"# Project\n\nRead the [guide](docs/guide.md).\n\n{LONG}\n"},
+        "docs/guide.md:17: repeats README.md:5",
     ),
     "a missing summary": (
         {"docs/SUMMARY.md": None},

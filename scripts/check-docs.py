@@ -8,8 +8,16 @@
   are computed as GitHub and mdBook compute them: the heading's text, lower-cased, without
   punctuation except `-` and `_`, spaces turned into `-`, a repeated heading suffixed `-1`, `-2`;
 - no link of a book page leaves `docs/`: the rendered book holds only that folder, so such a
-  link would be broken there (write the path as code instead).
+  link would be broken there (write the path as code instead);
+- no page repeats another's text (one home per fact, linked from elsewhere): 15 words or more
+  of a sentence, in a row, may appear in only one of README.md and the book's pages, whether
+  the other page has them as a sentence of its own or inside a longer one. Words are compared
+  normalised: lower-cased, a link reduced to its text, inline code, emphasis and HTML markers
+  dropped, and the punctuation around each word ignored (so line breaks, a comma or a
+  parenthesis make no difference). Only prose is read: code blocks, tables, HTML comments and
+  headings are not. docs/CHANGELOG.md is left out, since history repeats by nature.
 
+Images are links too: `![the queue](images/queue.png)` must name a file that exists.
 Links to other sites (`http:`, `https:`, `mailto:`, any scheme) are not followed; fenced and
 indented code blocks, inline code and HTML comments are not read for links.
 
@@ -158,6 +166,104 @@ def links_of(text: str) -> list:
     return links
 
 
+REPEAT_WORDS = 15  # this many words in a row of a sentence have one home
+TABLE_DELIMITER = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
+REFERENCE_LINK = re.compile(r"!?\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\[[^\]]*\]")
+AUTOLINK = re.compile(r"<((?:[a-zA-Z][a-zA-Z0-9+.-]*:|[^\s>@]+@)[^\s>]*)>")
+EMPHASIS = re.compile(r"(?<![\w\\])(\*{1,3}|_{1,3})(?=\S)|(?<=\S)(\*{1,3}|_{1,3})(?![\w])")
+SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]*_]*\s+")
+QUOTE = re.compile(r"^\s{0,3}>\s?")
+
+
+def prose_of(text: str) -> list:
+    """The prose of a page as paragraphs: (first line number, text), the lines of a paragraph
+    joined by newlines. Code blocks, HTML comments, tables and headings are left out; a list
+    item, a heading or a blank line ends a paragraph."""
+    lines = readable_lines(text)
+    table = set()
+    for index, (_, line) in enumerate(lines):
+        header = lines[index - 1][1] if index else ""
+        if not header.strip() or not TABLE_DELIMITER.match(line) or "|" not in line + header:
+            continue
+        table.update({index - 1, index})
+        below = index + 1
+        while below < len(lines) and lines[below][1].strip() and "|" in lines[below][1]:
+            table.add(below)
+            below += 1
+    paragraphs = []
+    current = []
+
+    def close():
+        if current:
+            paragraphs.append((current[0][0], "\n".join(text for _, text in current)))
+            current.clear()
+
+    for index, (number, line) in enumerate(lines):
+        line = QUOTE.sub("", line)
+        below = lines[index + 1][1] if index + 1 < len(lines) else ""
+        underlined = SETEXT.match(below) and not LIST_ITEM.match(line)
+        heading = ATX.match(line) or SETEXT.match(line) or underlined
+        if index in table or not line.strip() or heading:
+            close()
+            continue
+        if LIST_ITEM.match(line):
+            close()
+            line = LIST_ITEM.sub("", line, count=1)
+        current.append((number, line.strip()))
+    close()
+    return paragraphs
+
+
+def plain(text: str) -> str:
+    """Markdown reduced to the words a reader sees: a link to its text, inline code without its
+    markers, no emphasis markers or HTML tags. Newlines are kept (they count lines)."""
+    # Inline code first, its `<` and `>` kept from the HTML-tag rule (`<kind>` is text there).
+    text = CODE_SPAN.sub(lambda m: m.group(2).replace("<", "\x01").replace(">", "\x02"), text)
+    for _ in range(2):  # a link inside a link's text (an image in a link)
+        text = INLINE_LINK.sub(lambda m: m[0][m[0].index("[") + 1 : m[0].rindex("](")], text)
+        text = REFERENCE_LINK.sub(r"\1", text)
+    text = AUTOLINK.sub(r"\1", text)
+    text = HTML_TAG.sub("", text)
+    text = EMPHASIS.sub("", text)
+    return text.replace("\\", "").replace("\x01", "<").replace("\x02", ">")
+
+
+def words_of(text: str) -> list:
+    """The page's prose as normalised words: (word, line number), lower-cased, punctuation kept,
+    a `None` word between paragraphs so no repeat is found across one."""
+    words = []
+    for first, paragraph in prose_of(text):
+        for offset, line in enumerate(plain(paragraph).split("\n")):
+            words.extend((word, first + offset) for word in line.lower().split())
+        words.append((None, 0))
+    return words
+
+
+def sentences_of(words: list) -> list:
+    """The sentences of a page's words, each a list of (bare word, line number): a sentence ends
+    at a word ending in `.`, `!` or `?` (closing quotes and brackets aside) and at the end of a
+    paragraph. Words are compared bare, without the punctuation around them."""
+    sentences = []
+    current = []
+    for word, line in words:
+        if word is not None:
+            if bare(word):
+                current.append((bare(word), line))
+            if not SENTENCE_END.search(word + " "):
+                continue
+        if current:
+            sentences.append(current)
+        current = []
+    if current:
+        sentences.append(current)
+    return sentences
+
+
+def bare(word: str) -> str:
+    """A word without the punctuation around it: `(sign-in),` is `sign-in`, `—` is nothing."""
+    return re.sub(r"^[^\w]+|[^\w]+$", "", word)
+
+
 class Checker:
     def __init__(self, root: Path):
         self.root = Path(_normalise(root))
@@ -230,6 +336,38 @@ class Checker:
                     page, 1, "not reachable from docs/SUMMARY.md: the rendered book leaves it out"
                 )
 
+    def check_repeats(self, pages: list) -> None:
+        """No page repeats another's text: any REPEAT_WORDS words in a row of one sentence that
+        also appear in a row in a sentence of another page are reported, at the later page in
+        the order README.md, then the book's pages, with the other place: once per pair of
+        sentences, at the first run they share."""
+        pages = [page for page in pages if page != self.docs / "CHANGELOG.md"]
+        order = {page: n for n, page in enumerate(pages)}
+        runs = {}
+        for page in pages:
+            sentences = sentences_of(words_of(page.read_text(encoding="utf-8")))
+            for number, sentence in enumerate(sentences):
+                for start in range(len(sentence) - REPEAT_WORDS + 1):
+                    run = tuple(word for word, _ in sentence[start : start + REPEAT_WORDS])
+                    runs.setdefault(run, []).append((order[page], number, sentence[start][1]))
+        shared = {}
+        for run, places in runs.items():
+            for home in places:
+                for later in places:
+                    if home[0] < later[0]:
+                        pair = (later[0], later[1], home[0], home[1])
+                        if pair not in shared or (later[2], home[2]) < shared[pair][:2]:
+                            shared[pair] = (later[2], home[2], run)
+        for (page, _, home, _), (line, home_line, run) in shared.items():
+            quoted = " ".join(run[:10]) + " …"
+            self.report(
+                pages[page],
+                line,
+                f"repeats {self.rel(pages[home])}:{home_line} (\"{quoted}\", {REPEAT_WORDS} words "
+                f"or more word for word): one home per fact, keep the text in one page and link "
+                f"to it from the other",
+            )
+
     def run(self) -> list:
         pages = sorted(Path(_normalise(p)) for p in self.docs.rglob("*.md")) if self.docs.is_dir() else []
         if self.docs.is_dir():
@@ -239,6 +377,7 @@ class Checker:
             self.check_links(Path(_normalise(readme)), in_book=False)
         for page in pages:
             self.check_links(page, in_book=True)
+        self.check_repeats(([Path(_normalise(readme))] if readme.exists() else []) + pages)
         return [f"{file}:{line}: {sentence}" for file, line, sentence in sorted(self.problems)]
 
 
