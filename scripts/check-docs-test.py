@@ -30,8 +30,11 @@ CLEAN = {
     ),
     "docs/SUMMARY.md": (
         "# Summary\n\n[Introduction](intro.md)\n\n# Guides\n\n- [Guide](guide.md)\n"
-        "  - [Reference](reference/api.md)\n- [Changelog](CHANGELOG.md)\n"
+        "  - [Reference](reference/api.md)\n  - [Adapter files](reference/adapter-file.md)\n"
+        "- [Changelog](CHANGELOG.md)\n"
     ),
+    "schemas/adapter.schema.json": '{"properties": {"name": {}, "verify": {}}}',
+    "docs/reference/adapter-file.md": "# Adapter files\n\n`name` names it; `verify.probe` proves it.\n",
     "docs/intro.md": (
         "# Introduction\n\nRead the [guide](guide.md) and the [API](reference/api.md#routes).\n\n"
         f"{SHORT}\n\n| where | what |\n|---|---|\n| the guide | {LONG} |\n\n```text\n{LONG}\n```\n"
@@ -99,6 +102,10 @@ BROKEN = {
     "a page repeating README.md": (
         {"README.md": f"# Project\n\nRead the [guide](docs/guide.md).\n\n{LONG}\n"},
         "docs/guide.md:17: repeats README.md:5",
+    ),
+    "a field of a file format its reference page does not name": (
+        {"schemas/adapter.schema.json": '{"properties": {"name": {}, "verify": {}, "breaker": {}}}'},
+        "docs/reference/adapter-file.md:1: `breaker` of schemas/adapter.schema.json is not named",
     ),
     "a missing summary": (
         {"docs/SUMMARY.md": None},

@@ -17,6 +17,11 @@
   parenthesis make no difference). Only prose is read: code blocks, tables, HTML comments and
   headings are not. docs/CHANGELOG.md is left out, since history repeats by nature.
 
+- every top-level field of the file formats' JSON Schemas (`schemas/adapter.schema.json`,
+  `schemas/definition.schema.json`) is named in its reference page (`docs/reference/
+  adapter-file.md`, `definition-file.md`) as inline code: the field itself, or a path into it
+  (`verify.probe`, `steps[].name`), so a field added to a format cannot go undocumented.
+
 Images are links too: `![the queue](images/queue.png)` must name a file that exists.
 Links to other sites (`http:`, `https:`, `mailto:`, any scheme) are not followed; fenced and
 indented code blocks, inline code and HTML comments are not read for links.
@@ -26,6 +31,7 @@ each problem as `file:line: sentence` and exits 1 if there is one.
 `scripts/check-docs-test.py` proves each rule fails.
 """
 
+import json
 import os.path
 import re
 import sys
@@ -47,6 +53,11 @@ HTML_LINK = re.compile(r"\b(?:href|src)\s*=\s*[\"']([^\"']+)[\"']", re.I)
 HTML_ANCHOR = re.compile(r"<[a-z][^>]*\b(?:id|name)\s*=\s*[\"']([^\"']+)[\"']", re.I)
 HTML_TAG = re.compile(r"<[^>]+>")
 SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+# Each file format's schema and the reference page that must name every one of its fields.
+FORMATS = [
+    ("schemas/adapter.schema.json", "docs/reference/adapter-file.md"),
+    ("schemas/definition.schema.json", "docs/reference/definition-file.md"),
+]
 HEADING_ID = re.compile(r"\s*\{#([^}\s]+)[^}]*\}\s*$")  # mdBook's `# Title {#id}`
 
 
@@ -368,6 +379,22 @@ class Checker:
                 f"to it from the other",
             )
 
+    def check_formats(self) -> None:
+        """Every top-level field of each file format's schema is named in its reference page."""
+        for schema, page in FORMATS:
+            schema, page = self.root / schema, self.root / page
+            if not schema.exists() or not page.exists():
+                continue
+            fields = json.loads(schema.read_text(encoding="utf-8")).get("properties", {})
+            named = {span.strip() for _, span in CODE_SPAN.findall(page.read_text(encoding="utf-8"))}
+            for field in fields:
+                if not any(n == field or n.startswith((field + ".", field + "[")) for n in named):
+                    self.report(
+                        page,
+                        1,
+                        f"`{field}` of {self.rel(schema)} is not named here: say what it means",
+                    )
+
     def run(self) -> list:
         pages = sorted(Path(_normalise(p)) for p in self.docs.rglob("*.md")) if self.docs.is_dir() else []
         if self.docs.is_dir():
@@ -378,6 +405,7 @@ class Checker:
         for page in pages:
             self.check_links(page, in_book=True)
         self.check_repeats(([Path(_normalise(readme))] if readme.exists() else []) + pages)
+        self.check_formats()
         return [f"{file}:{line}: {sentence}" for file, line, sentence in sorted(self.problems)]
 
 

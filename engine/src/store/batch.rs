@@ -253,6 +253,9 @@ pub async fn invoke(
            ), counted as (
                update step s set state = 'invoking', attempt_count = s.attempt_count + 1, updated_at = now()
                from i where s.id = i.step and s.lease_holder = $1 and s.state = 'running'
+                 -- Held or paused since the claim: not sent (docs/DESIGN.md §20).
+                 and not exists (select 1 from adapter a where a.name = s.adapter and a.held_at is not null)
+                 and not exists (select 1 from workflow w where w.id = s.workflow_id and w.paused_at is not null)
                returning s.id, s.attempt_count, s.request_key
            ), sent as (
                update external_request e set first_sent_at = coalesce(e.first_sent_at, now()), last_sent_at = now()

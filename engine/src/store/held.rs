@@ -105,7 +105,8 @@ pub async fn release(
 /// they leave the claim queue unsent, with no attempt counted, and each is announced. The
 /// caller holds their workflows' locks. Returns how many it held.
 pub async fn hold(conn: &mut PgConnection, steps: &[Uuid]) -> sqlx::Result<usize> {
-    let held = sqlx::query!(
+    let held = sqlx::query_as!(
+        HeldRow,
         r#"update step s set state = 'held', updated_at = now()
            from workflow w
            where s.id = any($1) and w.id = s.workflow_id and s.state = 'ready'
@@ -120,8 +121,51 @@ pub async fn hold(conn: &mut PgConnection, steps: &[Uuid]) -> sqlx::Result<usize
     )
     .fetch_all(&mut *conn)
     .await?;
+    announce_held(conn, &held).await?;
+    Ok(held.len())
+}
+
+/// Holds `steps`, claimed by `holder` and not yet sent, whose adapter an operator (or its
+/// breaker) held, or whose workflow an operator paused, since the claim: checkpoint 3 does not
+/// send them (docs/DESIGN.md §20). Their lease is let go and no attempt was counted; each is
+/// announced. The caller holds their workflows' locks. Returns how many it held.
+pub async fn withhold(
+    conn: &mut PgConnection,
+    holder: &str,
+    steps: &[Uuid],
+) -> sqlx::Result<usize> {
+    let held = sqlx::query_as!(
+        HeldRow,
+        r#"update step s set state = 'held', lease_holder = null, lease_id = null,
+                             updated_at = now()
+           from workflow w
+           where s.id = any($2) and w.id = s.workflow_id and s.lease_holder = $1
+             and s.state = 'running'
+             and (w.paused_at is not null
+                  or exists (select 1 from adapter a where a.name = s.adapter
+                             and a.held_at is not null))
+           returning s.id, s.workflow_id, s.logical, s.adapter"#,
+        holder,
+        steps
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    announce_held(conn, &held).await?;
+    Ok(held.len())
+}
+
+/// A step just held.
+struct HeldRow {
+    id: Uuid,
+    workflow_id: Uuid,
+    logical: String,
+    adapter: Option<String>,
+}
+
+/// Announces each step just held on its workflow.
+async fn announce_held(conn: &mut PgConnection, held: &[HeldRow]) -> sqlx::Result<()> {
     if held.is_empty() {
-        return Ok(0);
+        return Ok(());
     }
     let events: Vec<Announcing> = held
         .iter()
@@ -136,8 +180,7 @@ pub async fn hold(conn: &mut PgConnection, steps: &[Uuid]) -> sqlx::Result<usize
     owners.sort_unstable();
     owners.dedup();
     let spare: Vec<Uuid> = owners.iter().map(|_| Uuid::now_v7()).collect();
-    announce(conn, &events, &owners, &spare).await?;
-    Ok(held.len())
+    announce(conn, &events, &owners, &spare).await
 }
 
 /// The ready steps of `workflow` not leased to a worker: those a pause holds at once.

@@ -196,10 +196,11 @@ impl Worker {
             call
         } else {
             let id = call.step.id;
-            self.invoke_batch(vec![call])
-                .await?
-                .pop()
-                .ok_or_else(|| guard_lost(id))?
+            match self.invoke_batch(vec![call]).await? {
+                (mut going, _) if !going.is_empty() => going.remove(0),
+                (_, 0) => return Err(guard_lost(id)),
+                (_, _) => return Ok(StepReport::Held),
+            }
         };
         failpoint::hit(FaultPoint::AfterObligationCommit);
         let adapter_name = call.step.adapter.clone().unwrap_or_default();

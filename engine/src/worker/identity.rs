@@ -20,10 +20,15 @@ use crate::store::{attempt, batch, request};
 
 impl Worker {
     /// Checkpoint 3 for calls that waited for it: one statement, just before they are sent.
-    /// Returns the calls that may go; the others lost their lease.
-    pub(super) async fn invoke_batch(&self, calls: Vec<Call>) -> Result<Vec<Call>, WorkerError> {
+    /// Returns the calls that may go, and how many were held instead: their adapter was held,
+    /// or their workflow paused, since they were claimed (docs/DESIGN.md §20). The others
+    /// lost their lease.
+    pub(super) async fn invoke_batch(
+        &self,
+        calls: Vec<Call>,
+    ) -> Result<(Vec<Call>, usize), WorkerError> {
         if calls.is_empty() {
-            return Ok(calls);
+            return Ok((calls, 0));
         }
         let steps: Vec<Uuid> = calls.iter().map(|c| c.step.id).collect();
         let attempts: Vec<Uuid> = calls.iter().map(|c| c.attempt).collect();
@@ -31,7 +36,16 @@ impl Worker {
         let mut tx = self.pool.begin().await?;
         let invoked = batch::invoke(&mut tx, self.name(), &steps, &attempts, &authority).await?;
         tx.commit().await?;
-        Ok(calls
+        let stopped: Vec<&Call> = calls
+            .iter()
+            .filter(|c| invoked.iter().all(|(id, _)| *id != c.step.id))
+            .collect();
+        let withheld = if stopped.is_empty() {
+            0
+        } else {
+            self.withhold(&stopped).await?
+        };
+        let going = calls
             .into_iter()
             .filter_map(|mut call| {
                 let (_, count) = invoked.iter().find(|(id, _)| *id == call.step.id)?;
@@ -40,7 +54,29 @@ impl Worker {
                 call.invoked = true;
                 Some(call)
             })
-            .collect())
+            .collect();
+        Ok((going, withheld))
+    }
+
+    /// Holds the claimed calls checkpoint 3 did not send because their adapter was held or
+    /// their workflow paused meanwhile, in a transaction that locks their workflows first (as
+    /// a flush does). Returns how many it held.
+    async fn withhold(&self, calls: &[&Call]) -> Result<usize, WorkerError> {
+        let ids: Vec<Uuid> = calls.iter().map(|c| c.step.id).collect();
+        let mut owners: Vec<Uuid> = calls.iter().map(|c| c.step.workflow_id).collect();
+        owners.sort_unstable();
+        owners.dedup();
+        let mut tx = self.pool.begin().await?;
+        crate::store::conclusion::lock_workflows(&mut tx, &owners).await?;
+        let held = crate::store::held::withhold(&mut tx, self.name(), &ids).await?;
+        tx.commit().await?;
+        if held > 0 {
+            tracing::info!(
+                steps = held,
+                "held before sending: their adapter was held or their workflow paused after the claim"
+            );
+        }
+        Ok(held)
     }
 
     /// Checkpoints 2 and 3: authority, then the request identity, before any byte is sent. A

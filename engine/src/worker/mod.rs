@@ -156,6 +156,9 @@ pub enum StepReport {
     },
     ToReview,
     LeaseLost,
+    /// Claimed, then not sent: its adapter was held, or its workflow paused, before the call
+    /// could go; it waits held (docs/DESIGN.md §20).
+    Held,
     /// The pass stopped on an error (logged); the lease expires and the sweeper takes over.
     Stopped {
         error: String,

@@ -199,3 +199,51 @@ async fn a_hold_that_lets_lookups_go_still_resends_nothing(pool: PgPool) {
         "one effect, replayed"
     );
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_step_claimed_before_a_hold_but_not_yet_sent_waits_held_uncounted(pool: PgPool) {
+    use destinations::{Fault, FaultPlan, FaultRule, Match, Operation};
+    use engine::adapter::registry::Adapters;
+    use engine::worker::{StepReport, Worker};
+
+    // One call at a time, so the second step of a batch waits for its checkpoint 3 while the
+    // first is at the (slow) destination; the adapter is opaque: it sends after checkpoint 3.
+    let h = Harness::new(pool, Kind::Opaque, 2_000, 0).await;
+    let mut config = crate::support::worker_config("one-at-a-time");
+    config.concurrency = 1;
+    let worker = Worker::new(
+        h.pool.clone(),
+        config,
+        Adapters::load(&h.pool).await.unwrap(),
+    );
+    let (slow, waiting) = (h.start("slow").await, h.start("waiting").await);
+    h.faults(FaultPlan::rules([FaultRule::new(
+        Operation::Deliver,
+        Match::ClientReference(Harness::key(slow, "deliver")),
+        Fault::DelayResponse { ms: 800 },
+    )]));
+    let pass = tokio::spawn(async move { worker.run_once().await.unwrap() });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    hold_adapter(&h.pool, APPROVER, "docs", "outage", true)
+        .await
+        .unwrap();
+    let reports = pass.await.unwrap();
+
+    assert!(
+        reports.iter().any(|(_, r)| matches!(r, StepReport::Held)),
+        "{reports:?}"
+    );
+    assert_eq!(h.step(waiting, "deliver").await, ("held".to_owned(), 0));
+    assert_eq!(h.effects(&Harness::key(waiting, "deliver")).await, 0);
+    assert_eq!(
+        h.effects(&Harness::key(slow, "deliver")).await,
+        1,
+        "in flight, it finished"
+    );
+
+    resume_adapter(&h.pool, APPROVER, "docs", "back", None)
+        .await
+        .unwrap();
+    h.drive_until(waiting, "deliver", "succeeded").await;
+    assert_eq!(h.effects(&Harness::key(waiting, "deliver")).await, 1);
+}

@@ -9,6 +9,7 @@
 //! (docs/DESIGN.md §13).
 
 mod fault_points;
+mod holds;
 mod judge;
 mod matrix;
 mod processes;

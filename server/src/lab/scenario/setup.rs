@@ -8,13 +8,14 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use crate::lab::bench::BenchDatabase;
 
-/// Creates database `name` on the harness's server; returns its URL and a pool.
+/// Creates database `name` on the harness's server (quoted: a destination's name may hold a
+/// hyphen, as `payments-basic` does); returns its URL and a pool.
 pub(super) async fn database(
     db: &BenchDatabase,
     admin: &PgPool,
     name: &str,
 ) -> anyhow::Result<(String, PgPool)> {
-    sqlx::query(&format!("create database {name}"))
+    sqlx::query(&format!("create database \"{name}\""))
         .execute(admin)
         .await?;
     let options: PgConnectOptions = db.url.parse::<PgConnectOptions>()?.database(name);

@@ -7,6 +7,7 @@ use anyhow::Context;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::holds::Holds;
 use super::judge::judge;
 use super::processes::{settled, stop, worker_command};
 use super::setup::{database, delay_deliveries};
@@ -31,6 +32,10 @@ pub struct SoakArgs {
     /// Also crash and restart PostgreSQL every this many milliseconds (workers carry on).
     #[arg(long)]
     pub restart_db_every: Option<u64>,
+    /// Also hold a random destination's adapter every this many milliseconds, and resume it
+    /// as many later (one at a time); each hold is judged from the destination's ledger.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(7_000..))]
+    pub hold_every: Option<u64>,
     /// Print the verdict as JSON.
     #[arg(long)]
     pub json: bool,
@@ -95,8 +100,9 @@ pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
     target::apply_definitions(&pool).await?;
     let destinations = start_destinations(&db, &admin, &pool, &name, args.workflows).await?;
     let by_kind = start_workflows(&pool, &name, &mut rng, &destinations, args.workflows).await?;
-    let run = kill_until_settled(&args, &db, &url, &pool, &mut rng).await?;
-    let (rows, violations) = judge_kinds(&pool, &destinations, &by_kind).await?;
+    let run = kill_until_settled(&args, &db, &url, &pool, &mut rng, &destinations).await?;
+    let (rows, mut violations) = judge_kinds(&pool, &destinations, &by_kind).await?;
+    violations.extend(run.holds.violations.iter().cloned());
     pool.close().await;
     admin.close().await;
     db.close().await?;
@@ -105,8 +111,8 @@ pub async fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
         println!(
             "{}",
             serde_json::json!({"seed": args.seed, "workflows": args.workflows, "workers": args.workers,
-                "kills": run.kills, "database_restarts": run.restarts, "seconds": seconds, "by_kind": rows,
-                "violations": violations})
+                "kills": run.kills, "database_restarts": run.restarts, "holds": run.holds.taken,
+                "seconds": seconds, "by_kind": rows, "violations": violations})
         );
     } else {
         print_verdict(&args, &run, seconds, &rows, &violations);
@@ -134,7 +140,7 @@ async fn start_destinations(
             pool,
             &format!("{name}_{}", target.as_str()),
             target,
-            target.as_str(),
+            target.adapter(),
         )
         .await?;
         // Some answers come after the deadline: unknown outcomes to recover from.
@@ -157,7 +163,7 @@ async fn start_workflows(
     for n in 0..count {
         let k = rng.below(destinations.len());
         let target = destinations[k].target;
-        let (definition, input) = target.workflow(name, n, target.as_str());
+        let (definition, input) = target.workflow(name, n, target.adapter());
         let started = engine::intake::start_workflow(
             pool,
             engine::intake::NewWorkflow {
@@ -181,6 +187,7 @@ struct KillRun {
     started: Instant,
     kills: usize,
     restarts: usize,
+    holds: Holds,
 }
 
 /// Runs `args.workers` worker processes, SIGKILLs one every `args.kill_every` ms (and crashes
@@ -192,7 +199,11 @@ async fn kill_until_settled(
     url: &str,
     pool: &PgPool,
     rng: &mut Rng,
+    destinations: &[Running],
 ) -> anyhow::Result<KillRun> {
+    let mut holds = Holds::every(Duration::from_millis(
+        args.hold_every.unwrap_or(u64::MAX / 4),
+    ));
     let mut children = Vec::new();
     for _ in 0..args.workers {
         children.push(worker_command(url, None, None)?.spawn()?);
@@ -207,14 +218,7 @@ async fn kill_until_settled(
     let mut done = 0;
     loop {
         // Right after a restart the harness's own connections may still be failing.
-        if let Ok(now_done) = sqlx::query_scalar::<_, i64>(
-            "select count(*) from workflow where state in ('completed', 'needs_review', 'cancelled')",
-        )
-        .fetch_one(pool)
-        .await
-        {
-            done = now_done;
-        }
+        done = settled_workflows(pool).await.unwrap_or(done);
         if !args.json {
             eprint!(
                 "\r{} {done}/{total} workflows settled · {kills} worker(s) killed · {restarts} database restart(s) · {:.0} s ",
@@ -224,6 +228,13 @@ async fn kill_until_settled(
         }
         if done >= total && settled(pool).await.unwrap_or(false) {
             break;
+        }
+        if args.hold_every.is_some()
+            && let Err(error) = holds
+                .tick(pool, destinations, rng.below(destinations.len()))
+                .await
+        {
+            tracing::warn!(%error, "the soak's hold or resume failed; trying again");
         }
         if let (Some(at), Some(every)) = (next_restart, restart_every)
             && Instant::now() >= at
@@ -252,11 +263,22 @@ async fn kill_until_settled(
     for child in &mut children {
         stop(child).await;
     }
+    holds.resume(pool, destinations).await?;
     Ok(KillRun {
         started,
         kills,
         restarts,
+        holds,
     })
+}
+
+/// How many workflows are settled: completed, cancelled or waiting for a person.
+async fn settled_workflows(pool: &PgPool) -> sqlx::Result<i64> {
+    sqlx::query_scalar(
+        "select count(*) from workflow where state in ('completed', 'needs_review', 'cancelled')",
+    )
+    .fetch_one(pool)
+    .await
 }
 
 /// The matrix's verdict for each destination's workflows, with its line of the table.
@@ -301,8 +323,8 @@ fn print_verdict(
     let (kills, restarts) = (run.kills, run.restarts);
     eprintln!();
     println!(
-        "seed {}  workflows {}  worker processes {}  kill every {} ms  workers killed {kills}  database restarts {restarts}  {seconds:.0} s",
-        args.seed, args.workflows, args.workers, args.kill_every
+        "seed {}  workflows {}  worker processes {}  kill every {} ms  workers killed {kills}  database restarts {restarts}  adapter holds {}  {seconds:.0} s",
+        args.seed, args.workflows, args.workers, args.kill_every, run.holds.taken
     );
     println!();
     println!(

@@ -25,9 +25,12 @@ const PAYMENT_RECEIPT: &str = include_str!("../../../../definitions/payment_rece
 /// One event posted to a partner's webhook receiver.
 const PARTNER_EVENT: &str = include_str!("../../../../definitions/partner_event.v1.yaml");
 
-/// The adapter the receipt step of `payment_receipt` sends its e-mail through: an idempotent
-/// protocol destination, whose delivery takes exactly the receipt's `recipient` and `summary`.
+/// The adapters the receipt step of `payment_receipt` sends its e-mail through: an idempotent
+/// protocol destination, whose delivery takes exactly the receipt's `recipient` and `summary`;
+/// one for each payments target, since the soak runs both at once, each with its own mail
+/// destination (the two names the definition lets the step call).
 const MAIL: &str = "mail";
+const BASIC_MAIL: &str = "mailer";
 
 /// A destination a scenario runs against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +76,26 @@ impl Target {
             Target::Payments => "payments",
             Target::BasicPayments => "payments-basic",
             Target::Webhook => "webhook",
+        }
+    }
+
+    /// The adapter its workflows call in the soak (the protocol's under a name the shipped
+    /// `document_delivery` definition lets its step call).
+    pub(super) fn adapter(self) -> &'static str {
+        match self {
+            Target::Protocol(Kind::Idempotent) => "idempotent-docs",
+            Target::Protocol(Kind::Queryable) => "queryable-docs",
+            Target::Protocol(Kind::Opaque) => "opaque-docs",
+            Target::Webhook => "partner-webhook",
+            other => other.as_str(),
+        }
+    }
+
+    /// The adapter the receipts of its workflows are mailed through (payments targets).
+    fn mail_adapter(self) -> &'static str {
+        match self {
+            Target::BasicPayments => BASIC_MAIL,
+            _ => MAIL,
         }
     }
 
@@ -128,7 +151,7 @@ impl Target {
                 "payment_receipt".into(),
                 serde_json::json!({"order": format!("{name}-{n}"), "customer": format!("cus_{n}"),
                     "email": format!("r-{n}@z29c.invalid"), "amount": 100 + n, "currency": "eur",
-                    "payments_adapter": self.as_str(), "mail_adapter": MAIL}),
+                    "payments_adapter": self.as_str(), "mail_adapter": self.mail_adapter()}),
             ),
             Target::Webhook => (
                 "partner_event".into(),
@@ -277,7 +300,7 @@ pub(super) async fn start(
                 z29c,
                 &format!("{name}_mail"),
                 Kind::Idempotent,
-                MAIL,
+                target.mail_adapter(),
             )
             .await?;
             let (main, dir) = from_file(db, admin, z29c, name, target).await?;
