@@ -1,6 +1,7 @@
 # Z29C — the two commands a new machine needs:
 #   make run    install what is missing, build, start the console on a private PostgreSQL cluster
-#   make test   formatting, lints, every Rust test against real PostgreSQL, the browser tests
+#   make test   formatting, lints, every Rust test against real PostgreSQL, the browser tests,
+#               the scenario harness and the tutorial
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -17,7 +18,7 @@ TOOLS := $(if $(filter release,$(PROFILE)),release,build)
 
 help:
 	@echo "make run     build and serve the console at http://\$${Z29C_ADDR:-127.0.0.1:3000} (PROFILE=release for an optimised build)"
-	@echo "make test    every check and test: fmt, clippy, .sqlx, Rust tests, browser tests"
+	@echo "make test    every check and test: fmt, clippy, .sqlx, Rust tests, browser tests, scenarios, the tutorial"
 	@echo "make docs    render the book in docs/ to target/book (mdBook, offline)"
 	@echo "make screenshots   take the console's pictures in docs/images/ again from the demo (after make build)"
 	@echo "make bench-engine, make bench-pgbench, make bench-console   the benchmarks (release build; figures in docs/performance.md)"
