@@ -104,10 +104,7 @@ pub async fn hold_adapter(
 ) -> Result<String, ConsoleError> {
     use crate::auth::api::session;
 
-    let operator = session::require(engine::domain::Role::Viewer).await?;
-    let current = session::current().await?;
-    session::check_csrf(&current, &csrf).await?;
-    let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
+    let (operator, current, pool) = session::acting(&csrf).await?;
     let holds_lookups = lookups.as_deref() != Some("go");
     let by = (operator.actor(), operator.role);
     let held = engine::recovery::hold::hold_adapter(&pool, by, &adapter, &reason, holds_lookups)
@@ -133,10 +130,7 @@ pub async fn resume_adapter(
 ) -> Result<String, ConsoleError> {
     use crate::auth::api::session;
 
-    let operator = session::require(engine::domain::Role::Viewer).await?;
-    let current = session::current().await?;
-    session::check_csrf(&current, &csrf).await?;
-    let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
+    let (operator, current, pool) = session::acting(&csrf).await?;
     let per_second = match per_second.as_deref().map(str::trim) {
         None | Some("") => None,
         Some(text) => Some(text.parse::<f64>().map_err(|_| {

@@ -174,6 +174,17 @@ pub(crate) mod session {
         }
     }
 
+    /// What every state-changing console form starts with: the signed-in operator (the action
+    /// itself decides what their role may do), their session, once the form carried its
+    /// token, and the database.
+    pub async fn acting(csrf: &str) -> Result<(Operator, Session, sqlx::PgPool), ConsoleError> {
+        let operator = require(engine::domain::Role::Viewer).await?;
+        let current = current().await?;
+        check_csrf(&current, csrf).await?;
+        let pool = leptos::prelude::use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
+        Ok((operator, current, pool))
+    }
+
     /// Refuses a state-changing request whose form did not carry this session's token
     /// (compared in constant time).
     pub async fn check_csrf(session: &Session, sent: &str) -> Result<(), ConsoleError> {

@@ -92,10 +92,7 @@ pub async fn resolve_incident(
     use crate::auth::api::session;
     use engine::domain::Disposition;
 
-    let operator = session::require(engine::domain::Role::Viewer).await?;
-    let current = session::current().await?;
-    session::check_csrf(&current, &csrf).await?;
-    let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
+    let (operator, current, pool) = session::acting(&csrf).await?;
     let id = uuid::Uuid::parse_str(&incident).map_err(|_| ConsoleError::NotFound.answered())?;
     let disposition = match disposition.as_deref() {
         Some("withdraw") => Disposition::Withdraw,

@@ -13,10 +13,7 @@ pub async fn add_note(
     use crate::auth::api::session;
     use engine::store::note::NoteOn;
 
-    let operator = session::require(engine::domain::Role::Viewer).await?;
-    let current = session::current().await?;
-    session::check_csrf(&current, &csrf).await?;
-    let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
+    let (operator, current, pool) = session::acting(&csrf).await?;
     let uuid = uuid::Uuid::parse_str(&id).map_err(|_| ConsoleError::NotFound.answered())?;
     let (target, page) = match on.as_str() {
         "workflow" => (NoteOn::Workflow(uuid), format!("/workflows/{uuid}")),

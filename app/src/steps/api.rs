@@ -223,10 +223,7 @@ pub async fn act_on_step(
     use crate::auth::api::session;
     use engine::recovery::{self, Action, Request};
 
-    let operator = session::require(engine::domain::Role::Viewer).await?;
-    let current = session::current().await?;
-    session::check_csrf(&current, &csrf).await?;
-    let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
+    let (operator, current, pool) = session::acting(&csrf).await?;
     let step = uuid::Uuid::parse_str(&step).map_err(|_| ConsoleError::NotFound.answered())?;
     let seen = version.parse::<i64>().map_err(|_| {
         ConsoleError::Conflict {

@@ -110,10 +110,7 @@ async fn pausing(
     use crate::auth::api::session;
     use engine::recovery::pause::{pause_workflow, resume_workflow};
 
-    let operator = session::require(engine::domain::Role::Viewer).await?;
-    let current = session::current().await?;
-    session::check_csrf(&current, &csrf).await?;
-    let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
+    let (operator, current, pool) = session::acting(&csrf).await?;
     let id = uuid::Uuid::parse_str(&workflow).map_err(|_| ConsoleError::NotFound.answered())?;
     let done = if resume {
         resume_workflow(&pool, &operator, id, &reason).await

@@ -12,6 +12,7 @@ use uuid::Uuid;
 use std::sync::Arc;
 
 use super::call::{Call, Work};
+use super::identity::Withheld;
 use super::{Worker, WorkerError, adapter_for, definition_of, request_key};
 use crate::adapter::Adapter;
 use crate::adapter::registry::Adapters;
@@ -20,7 +21,7 @@ use crate::domain::{Authority, Suspension};
 use crate::domain::{StepState, TransportObservation, UnknownOutcomePolicy};
 use crate::store::attempt;
 use crate::store::batch::{self, Taken, Taking};
-use crate::store::conclusion;
+
 use crate::store::step::Claimed;
 
 /// How long a step waits in the queue when its adapter's file does not build in this worker
@@ -96,36 +97,16 @@ impl Worker {
         };
         tx.commit().await?;
         if !held.is_empty() {
-            let held: Vec<Claimed> = held
-                .into_iter()
+            let held: Vec<&Claimed> = held
+                .iter()
                 .filter_map(|j| match j {
                     Judged::Held(step) => Some(step),
                     _ => None,
                 })
                 .collect();
-            self.hold_steps(&held).await?;
+            self.hold_steps(&held, Withheld::AtClaim).await?;
         }
         Ok((lease, self.works(judged, &taken)))
-    }
-
-    /// Holds `steps`, whose adapter may send nothing now or whose workflow is paused, in a
-    /// transaction of their own that locks their workflows first (as a flush does).
-    async fn hold_steps(&self, steps: &[Claimed]) -> Result<(), WorkerError> {
-        let ids: Vec<Uuid> = steps.iter().map(|s| s.id).collect();
-        let mut owners: Vec<Uuid> = steps.iter().map(|s| s.workflow_id).collect();
-        owners.sort_unstable();
-        owners.dedup();
-        let mut tx = self.pool.begin().await?;
-        conclusion::lock_workflows(&mut tx, &owners).await?;
-        let held = crate::store::held::hold(&mut tx, &ids).await?;
-        if held > 0 {
-            tracing::info!(
-                steps = held,
-                "held: their adapter may not send (its version is not verified, or an operator holds it), or their workflow is paused"
-            );
-        }
-        tx.commit().await?;
-        Ok(())
     }
 
     /// What the claim does with one due step: render its request (checkpoint 2's decision

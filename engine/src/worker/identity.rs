@@ -1,9 +1,10 @@
 //! Checkpoint 3, the request identity (docs/DESIGN.md §4, §2): transaction B, one statement per
 //! group of calls that waited for it, just before they are sent ([`Worker::invoke_batch`]); the
 //! same checkpoint with checkpoint 2 for one step, a recovery's new attempt under the same key
-//! ([`Worker::bind_obligation`]); and the request a step is sent under, regenerated from its
+//! ([`Worker::bind_obligation`]); the request a step is sent under, regenerated from its
 //! immutable inputs ([`prepare`]) and bound where a restore lost its identity
-//! ([`bind_regenerated`]).
+//! ([`bind_regenerated`]); and the claimed steps that may not start after all, held at the claim
+//! or at checkpoint 3 ([`Worker::hold_steps`], docs/DESIGN.md §20).
 
 use serde_json::Value;
 use sqlx::PgConnection;
@@ -16,7 +17,7 @@ use crate::definition::{Definition, InputError};
 use crate::domain::{RequestKey, StepState, TransportObservation};
 use crate::failpoint::{self, BrokenRule};
 use crate::store::step::{self, Claimed};
-use crate::store::{attempt, batch, request};
+use crate::store::{attempt, batch, conclusion, request};
 
 impl Worker {
     /// Checkpoint 3 for calls that waited for it: one statement, just before they are sent.
@@ -36,14 +37,15 @@ impl Worker {
         let mut tx = self.pool.begin().await?;
         let invoked = batch::invoke(&mut tx, self.name(), &steps, &attempts, &authority).await?;
         tx.commit().await?;
-        let stopped: Vec<&Call> = calls
+        let stopped: Vec<&Claimed> = calls
             .iter()
             .filter(|c| invoked.iter().all(|(id, _)| *id != c.step.id))
+            .map(|c| &c.step)
             .collect();
         let withheld = if stopped.is_empty() {
             0
         } else {
-            self.withhold(&stopped).await?
+            self.hold_steps(&stopped, Withheld::BeforeSend).await?
         };
         let going = calls
             .into_iter()
@@ -58,23 +60,29 @@ impl Worker {
         Ok((going, withheld))
     }
 
-    /// Holds the claimed calls checkpoint 3 did not send because their adapter was held or
-    /// their workflow paused meanwhile, in a transaction that locks their workflows first (as
-    /// a flush does). Returns how many it held.
-    async fn withhold(&self, calls: &[&Call]) -> Result<usize, WorkerError> {
-        let ids: Vec<Uuid> = calls.iter().map(|c| c.step.id).collect();
-        let mut owners: Vec<Uuid> = calls.iter().map(|c| c.step.workflow_id).collect();
+    /// Holds `steps`, whose adapter may send nothing now or whose workflow is paused, in a
+    /// transaction of their own that locks their workflows first (as a flush does); `when`
+    /// says which steps the store may take. Returns how many it held.
+    pub(super) async fn hold_steps(
+        &self,
+        steps: &[&Claimed],
+        when: Withheld,
+    ) -> Result<usize, WorkerError> {
+        let ids: Vec<Uuid> = steps.iter().map(|s| s.id).collect();
+        let mut owners: Vec<Uuid> = steps.iter().map(|s| s.workflow_id).collect();
         owners.sort_unstable();
         owners.dedup();
         let mut tx = self.pool.begin().await?;
-        crate::store::conclusion::lock_workflows(&mut tx, &owners).await?;
-        let held = crate::store::held::withhold(&mut tx, self.name(), &ids).await?;
+        conclusion::lock_workflows(&mut tx, &owners).await?;
+        let held = match when {
+            Withheld::AtClaim => crate::store::held::hold(&mut tx, &ids).await?,
+            Withheld::BeforeSend => {
+                crate::store::held::withhold(&mut tx, self.name(), &ids).await?
+            }
+        };
         tx.commit().await?;
         if held > 0 {
-            tracing::info!(
-                steps = held,
-                "held before sending: their adapter was held or their workflow paused after the claim"
-            );
+            tracing::info!(steps = held, "{}", when.sentence());
         }
         Ok(held)
     }
@@ -256,4 +264,27 @@ pub async fn bind_regenerated_for(
         return Err(sqlx::Error::RowNotFound.into());
     };
     bind_regenerated(conn, &claimed, key, adapter, contract_version).await
+}
+
+/// When the worker finds that a claimed step may not start (docs/DESIGN.md §20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Withheld {
+    /// At the claim: the step is still ready and was never leased.
+    AtClaim,
+    /// At checkpoint 3, for a step this worker leased and did not send: its adapter was held,
+    /// or its workflow paused, since the claim.
+    BeforeSend,
+}
+
+impl Withheld {
+    fn sentence(self) -> &'static str {
+        match self {
+            Withheld::AtClaim => {
+                "held: their adapter may not send (its version is not verified, or an operator holds it), or their workflow is paused"
+            }
+            Withheld::BeforeSend => {
+                "held before sending: their adapter was held or their workflow paused after the claim"
+            }
+        }
+    }
 }

@@ -3,12 +3,10 @@
 //! workflow on its page — plain forms that work without JavaScript — and the API and the command
 //! line do the same under the same rules.
 
-use axum::body::Body;
 use engine::domain::{ContractKind, Role};
-use http::{Request, StatusCode};
+use http::StatusCode;
 use serde_json::json;
 use sqlx::PgPool;
-use tower::ServiceExt;
 use uuid::Uuid;
 
 use crate::api::{call, token};
@@ -42,15 +40,8 @@ async fn paused_by(pool: &PgPool, workflow: Uuid) -> Option<String> {
 
 /// The `/metrics` line for `name`, if it is there.
 async fn metric(pool: &PgPool, name: &str) -> Option<String> {
-    let scraped = crate::support::app(pool.clone())
-        .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
+    crate::support::scrape_metrics(pool)
         .await
-        .unwrap();
-    let text = axum::body::to_bytes(scraped.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    String::from_utf8(text.to_vec())
-        .unwrap()
         .lines()
         .find(|l| l.starts_with(name))
         .map(str::to_owned)

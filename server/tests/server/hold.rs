@@ -2,14 +2,12 @@
 //! that may use the adapter, with a reason; the hold shows on the adapters listing and on a
 //! step's evidence, and the audit log names the token.
 
-use axum::body::Body;
 use engine::domain::{ContractKind, Role};
 use engine::store::journal::Actor;
 use engine::store::token::NewToken;
-use http::{Request, StatusCode};
+use http::StatusCode;
 use serde_json::json;
 use sqlx::PgPool;
-use tower::ServiceExt;
 
 use crate::api::{call, token};
 use crate::cli::z29c;
@@ -69,14 +67,7 @@ async fn an_approver_token_holds_and_resumes_an_adapter_and_the_audit_log_names_
         "{shown}"
     );
 
-    let scraped = crate::support::app(pool.clone())
-        .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let text = axum::body::to_bytes(scraped.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    let text = String::from_utf8(text.to_vec()).unwrap();
+    let text = crate::support::scrape_metrics(&pool).await;
     assert!(
         text.contains("z29c_adapter_held{adapter=\"letters-opaque\"} 1"),
         "{text}"

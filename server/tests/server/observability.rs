@@ -3,22 +3,20 @@
 
 use std::sync::{Arc, Mutex};
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use destinations::{Config, Kind, RunningDestination};
-use http::{Request, StatusCode};
+use http::StatusCode;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
 use serde_json::json;
 use sqlx::PgPool;
-use tower::ServiceExt;
 use tracing_subscriber::layer::SubscriberExt;
 
 use crate::own_api::{
     adapter_file, apply_files, definition_file, drive, lose_the_next_answer, start,
 };
-use crate::support::app;
 
 /// An idempotent destination of its own, with the `notice` definition and the adapter applied
 /// and verified against it; returns the destination and the adapter's name.
@@ -77,15 +75,7 @@ async fn after_a_run_metrics_show_filled_buckets_for_adapter_calls_and_ready_to_
     let (_destination, adapter) = notice_destination(&pool).await;
     run_one_notice(&pool, &adapter, "notice-metrics").await;
 
-    let response = app(pool.clone())
-        .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    let text = String::from_utf8(body.to_vec()).unwrap();
+    let text = crate::support::scrape_metrics(&pool).await;
 
     let adapter_label = format!("adapter=\"{adapter}\"");
     let calls = buckets(

@@ -13,6 +13,20 @@ pub fn app(pool: PgPool) -> axum::Router {
     ))
 }
 
+/// What `GET /metrics` answers now (a 200, or the test fails), as text.
+pub async fn scrape_metrics(pool: &PgPool) -> String {
+    use tower::ServiceExt;
+    let request = http::Request::get("/metrics")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let response = app(pool.clone()).oneshot(request).await.unwrap();
+    assert_eq!(response.status(), http::StatusCode::OK);
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    String::from_utf8(body.to_vec()).unwrap()
+}
+
 /// The policy of this test process: the library's (any public address, any variable) with
 /// secret files allowed in the temporary directory, where the tests write theirs. Every test
 /// that names a file calls it; the first call sets it for the whole process.
