@@ -204,6 +204,10 @@ fn describe() {
         "z29c_adapter_held",
         "1 for each adapter an operator holds: nothing new is sent to it."
     );
+    describe_gauge!(
+        "z29c_adapter_limit",
+        "Each limited adapter's outbound limit in force (its file's, or an approver's override), by limit: requests_per_second, in_flight."
+    );
     describe_counter!(
         "z29c_notes_total",
         "Notes operators left on workflows, steps and incidents."

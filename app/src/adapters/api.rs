@@ -6,7 +6,6 @@ use crate::error::ConsoleError;
 /// Every registered adapter, with its claims' trust and its hold; for a signed-in viewer.
 #[server(prefix = "/fn")]
 pub async fn adapters() -> Result<AdaptersView, ConsoleError> {
-    use super::types::AdapterRow;
     use crate::auth::api::session;
     use engine::domain::Role;
 
@@ -15,58 +14,38 @@ pub async fn adapters() -> Result<AdaptersView, ConsoleError> {
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     let kept = {
         use leptos::server_fn::ServerFn;
-        match session::take_form(HoldAdapter::PATH).await? {
-            Some(kept) => Some(kept),
-            None => session::take_form(ResumeAdapter::PATH).await?,
+        let mut kept = None;
+        for path in [HoldAdapter::PATH, ResumeAdapter::PATH, LimitAdapter::PATH] {
+            if kept.is_none() {
+                kept = session::take_form(path).await?;
+            }
         }
+        kept
     };
     let holds = engine::store::hold::all(&pool).await?;
+    let limits = engine::adapter::apply::limits_in_force(&pool).await?;
     let waiting = engine::store::held::counts(&pool).await?;
     let mut rows = Vec::new();
     for a in engine::adapter::apply::registered(&pool).await? {
         let claims = engine::store::adapter::claims(&pool, &a.name).await?;
-        rows.push(AdapterRow {
-            kind: a.contract.kind().as_str().to_owned(),
-            capabilities: a.contract.capabilities_summary(),
-            verified: a.may_send(),
-            claims: claims
-                .iter()
-                .map(|c| (c.claim.label(), c.trust.label().to_owned()))
-                .collect(),
-            tripped_by: holds
-                .iter()
-                .find(|h| h.adapter == a.name)
-                .and_then(|h| h.tripped_by.as_ref())
-                .and_then(|t| t.as_array())
-                .map(|rows| rows.iter().map(trouble_line).collect())
-                .unwrap_or_default(),
-            breaker: a
-                .source
-                .as_deref()
-                .and_then(|s| engine::adapter::AdapterSpec::parse(s).ok())
-                .and_then(|spec| spec.breaker)
-                .map(|b| {
-                    format!(
-                        "Breaker: holds itself after {} attempts end outcome unknown or with a 5xx answer within {}s.",
-                        b.trips_after,
-                        b.within.0.as_secs()
-                    )
-                }),
-            held: holds.iter().find(|h| h.adapter == a.name).map(|h| {
-                let since = h.held_at.format("%Y-%m-%d %H:%M UTC");
-                let lookups = if h.holds_lookups {
-                    ""
-                } else {
-                    " (lookups still go)"
-                };
-                format!("Held by {} since {since}{lookups}: {}", h.held_by, h.reason)
-            }),
-            held_steps: waiting
-                .iter()
-                .find_map(|(name, n)| (*name == a.name).then_some(*n))
-                .unwrap_or(0),
-            name: a.name,
-        });
+        let limit_override = engine::store::pace::of(&pool, &a.name).await?.flatten();
+        let limits = limits
+            .iter()
+            .find(|(name, _)| *name == a.name)
+            .map(|(_, l)| *l);
+        let hold = holds.iter().find(|h| h.adapter == a.name);
+        let held_steps = waiting
+            .iter()
+            .find_map(|(name, n)| (*name == a.name).then_some(*n))
+            .unwrap_or(0);
+        rows.push(adapter_row(
+            a,
+            &claims,
+            hold,
+            limits,
+            limit_override,
+            held_steps,
+        ));
     }
     Ok(AdaptersView {
         adapters: rows,
@@ -75,6 +54,74 @@ pub async fn adapters() -> Result<AdaptersView, ConsoleError> {
         notice: session::take_notice(&current).await?,
         kept,
     })
+}
+
+/// One adapter as the page shows it.
+#[cfg(feature = "ssr")]
+fn adapter_row(
+    a: engine::store::adapter::AdapterRow,
+    claims: &[engine::store::adapter::ClaimRow],
+    hold: Option<&engine::store::hold::AdapterHold>,
+    limits: Option<engine::domain::Limits>,
+    limit_override: Option<engine::store::pace::LimitOverride>,
+    held_steps: i64,
+) -> super::types::AdapterRow {
+    super::types::AdapterRow {
+        kind: a.contract.kind().as_str().to_owned(),
+        capabilities: a.contract.capabilities_summary(),
+        verified: a.may_send(),
+        claims: claims
+            .iter()
+            .map(|c| (c.claim.label(), c.trust.label().to_owned()))
+            .collect(),
+        tripped_by: hold
+            .and_then(|h| h.tripped_by.as_ref())
+            .and_then(|t| t.as_array())
+            .map(|rows| rows.iter().map(trouble_line).collect())
+            .unwrap_or_default(),
+        breaker: a
+            .source
+            .as_deref()
+            .and_then(|s| engine::adapter::AdapterSpec::parse(s).ok())
+            .and_then(|spec| spec.breaker)
+            .map(|b| {
+                format!(
+                    "Breaker: holds itself after {} attempts end outcome unknown or with a 5xx answer within {}s.",
+                    b.trips_after,
+                    b.within.0.as_secs()
+                )
+            }),
+        held: hold.map(|h| {
+            let since = h.held_at.format("%Y-%m-%d %H:%M UTC");
+            let lookups = if h.holds_lookups {
+                ""
+            } else {
+                " (lookups still go)"
+            };
+            format!("Held by {} since {since}{lookups}: {}", h.held_by, h.reason)
+        }),
+        limits: limits.map(|l| limits_line(&l, limit_override.as_ref())),
+        limit_overridden: limit_override.is_some(),
+        held_steps,
+        name: a.name,
+    }
+}
+
+/// An adapter's limits in force, and whose they are.
+#[cfg(feature = "ssr")]
+fn limits_line(
+    limits: &engine::domain::Limits,
+    over: Option<&engine::store::pace::LimitOverride>,
+) -> String {
+    match over {
+        Some(o) => format!(
+            "Limited to {limits}: overridden by {} since {}: {}",
+            o.set_by,
+            o.set_at.format("%Y-%m-%d %H:%M UTC"),
+            o.reason
+        ),
+        None => format!("Limited to {limits}, as its file declares."),
+    }
 }
 
 /// One attempt that tripped a breaker, as the page lists it: when, what was seen, the step.
@@ -148,6 +195,66 @@ pub async fn resume_adapter(
         "Resumed {}: {} held steps went back to the queue.",
         done.hold.adapter, done.released
     );
+    session::set_notice(&current, &message).await?;
+    leptos_axum::redirect("/adapters");
+    Ok(message)
+}
+
+/// Overrides adapter `adapter`'s limits (approver): each value given replaces its file's for
+/// every worker process; `clear` ends the override.
+#[server(prefix = "/fn")]
+pub async fn limit_adapter(
+    adapter: String,
+    reason: String,
+    per_second: Option<String>,
+    in_flight: Option<String>,
+    clear: Option<String>,
+    csrf: String,
+) -> Result<String, ConsoleError> {
+    use crate::auth::api::session;
+
+    let (operator, current, pool) = session::acting(&csrf).await?;
+    let number = |text: Option<&str>, what: &str| match text.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(text) => text.parse::<f64>().map(Some).map_err(|_| {
+            ConsoleError::Invalid {
+                reason: format!("{what} is a number, not `{text}`."),
+            }
+            .answered()
+        }),
+    };
+    let limits = if clear.is_some() {
+        engine::domain::Limits::default()
+    } else {
+        engine::domain::Limits {
+            requests_per_second: number(per_second.as_deref(), "Requests a second")?,
+            in_flight: number(in_flight.as_deref(), "Calls in flight")?.map(|n| {
+                if n.fract() == 0.0 && n >= 0.0 {
+                    n as u32
+                } else {
+                    0
+                }
+            }),
+        }
+    };
+    if clear.is_none() && limits.is_unlimited() {
+        return Err(ConsoleError::Invalid {
+            reason: "Name a limit (requests a second, calls in flight), or clear the override."
+                .into(),
+        }
+        .answered());
+    }
+    let by = (operator.actor(), operator.role);
+    let now = engine::recovery::limit::limit_adapter(&pool, by, &adapter, limits, &reason)
+        .await
+        .map_err(|e| ConsoleError::from(e).answered())?;
+    let message = match now {
+        Some(o) => format!(
+            "{adapter} is limited to {} across every worker process.",
+            o.limits
+        ),
+        None => format!("{adapter}'s override is cleared: its file's limits apply again."),
+    };
     session::set_notice(&current, &message).await?;
     leptos_axum::redirect("/adapters");
     Ok(message)

@@ -2,7 +2,7 @@ use leptos::prelude::*;
 use leptos::server_fn::ServerFn;
 use leptos_router::components::A;
 
-use super::api::{HoldAdapter, ResumeAdapter, adapters};
+use super::api::{HoldAdapter, LimitAdapter, ResumeAdapter, adapters};
 use super::types::{AdapterRow, AdaptersView};
 use crate::error::ConsoleError;
 use crate::forms::{KeptForm, kept_or};
@@ -49,7 +49,7 @@ fn Adapters(view: AdaptersView) -> impl IntoView {
         {notice.map(|n| view! { <p class="notice ok" role="status" data-testid="notice">{n}</p> })}
         {refusal}
         <p class="muted">
-            "While an adapter is held no new request leaves for it from any worker: its claimed steps wait held, unsent and uncounted; calls already in flight settle as they would. Holding and resuming need the approver role."
+            "While an adapter is held no new request leaves for it from any worker: its claimed steps wait held, unsent and uncounted; calls already in flight settle as they would. Its limits (requests a second, calls in flight) hold across every worker process: steps beyond them wait their turn in the queue. Holding, resuming and limiting need the approver role."
         </p>
         {adapters
             .into_iter()
@@ -99,6 +99,9 @@ fn Adapter(a: AdapterRow, may_hold: bool, csrf: String, kept: Option<KeptForm>) 
         }
         .into_any(),
     });
+    let limit_form = may_hold.then(|| {
+        view! { <LimitForm adapter=a.name.clone() overridden=a.limit_overridden csrf kept /> }
+    });
     view! {
         <article class="card" data-testid="adapter" data-adapter=a.name.clone()>
             <h2>{a.name.clone()}</h2>
@@ -122,6 +125,7 @@ fn Adapter(a: AdapterRow, may_hold: bool, csrf: String, kept: Option<KeptForm>) 
                 </table>
             })}
             {a.breaker.map(|b| view! { <p class="muted small" data-testid="breaker">{b}</p> })}
+            {a.limits.map(|l| view! { <p class="small" data-testid="limits">{l}</p> })}
             <p class="muted small" data-testid="held-steps">{format!("{} steps wait held", a.held_steps)}</p>
             <ul class="small">
                 {a.claims
@@ -130,6 +134,40 @@ fn Adapter(a: AdapterRow, may_hold: bool, csrf: String, kept: Option<KeptForm>) 
                     .collect_view()}
             </ul>
             {form}
+            {limit_form}
         </article>
+    }
+}
+
+/// An approver's override of the adapter's limits, or its end.
+#[component]
+fn LimitForm(
+    adapter: String,
+    overridden: bool,
+    csrf: String,
+    kept: Option<KeptForm>,
+) -> impl IntoView {
+    let posted_here = kept
+        .as_ref()
+        .is_some_and(|k| k.field("per_second").is_some() || k.field("in_flight").is_some());
+    let kept = kept.filter(|_| posted_here);
+    view! {
+        <form method="post" action=LimitAdapter::url() class="stack action" data-testid="limit-form">
+            <input type="hidden" name="csrf" value=csrf />
+            <input type="hidden" name="adapter" value=adapter.clone() />
+            <label>"Requests a second, at most (empty: its file's)"
+                <input type="number" name="per_second" min="0.01" step="any" value=kept_or(&kept, "per_second", "") />
+            </label>
+            <label>"Calls in flight, at most (empty: its file's)"
+                <input type="number" name="in_flight" min="1" step="1" value=kept_or(&kept, "in_flight", "") />
+            </label>
+            <label>"Reason (recorded in the audit log)"
+                <input type="text" name="reason" required value=kept_or(&kept, "reason", "") />
+            </label>
+            <button type="submit">{format!("Limit {adapter}")}</button>
+            {overridden.then(|| view! {
+                <button type="submit" name="clear" value="yes">"Clear the override"</button>
+            })}
+        </form>
     }
 }

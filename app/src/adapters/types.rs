@@ -22,6 +22,11 @@ pub struct AdapterRow {
     /// The breaker its file declares, in words ("holds itself after 5 troubled attempts within
     /// 60s").
     pub breaker: Option<String>,
+    /// Its outbound limits in force, in words, and whose they are (its file's, or an
+    /// approver's override with who, when and why); `None` when unlimited.
+    pub limits: Option<String>,
+    /// An approver's override stands (the form offers to clear it).
+    pub limit_overridden: bool,
     /// Steps waiting held for it now.
     pub held_steps: i64,
 }
@@ -30,10 +35,11 @@ pub struct AdapterRow {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AdaptersView {
     pub adapters: Vec<AdapterRow>,
-    /// Whether the signed-in person may hold and resume (an approver).
+    /// Whether the signed-in person may hold, resume and limit (an approver).
     pub may_hold: bool,
     pub csrf: String,
     pub notice: Option<String>,
-    /// The hold or resume this session last posted here and the server refused, as typed.
+    /// The hold, resume or limit this session last posted here and the server refused, as
+    /// typed.
     pub kept: Option<KeptForm>,
 }

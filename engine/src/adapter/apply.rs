@@ -22,6 +22,24 @@ pub enum AdapterApplyError {
     Sqlx(#[from] sqlx::Error),
 }
 
+/// Every adapter's outbound limits in force (docs/DESIGN.md §20), by name: what its current
+/// file declares, with any override; adapters without a limit are left out.
+pub async fn limits_in_force(pool: &PgPool) -> sqlx::Result<Vec<(String, crate::domain::Limits)>> {
+    let rows = crate::store::pace::declared_and_overridden(pool).await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(name, source, over)| {
+            let declared = source
+                .as_deref()
+                .and_then(|s| AdapterSpec::parse(s).ok())
+                .and_then(|spec| spec.limits)
+                .unwrap_or_default();
+            let limits = declared.overridden_by(over);
+            (!limits.is_unlimited()).then_some((name, limits))
+        })
+        .collect())
+}
+
 /// Every registered adapter ([`store::all`]), its `base_url` as its file wrote it: a version
 /// stored before references were kept as written holds what its variable held, so what is
 /// shown is read from its file again.

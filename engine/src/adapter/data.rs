@@ -321,6 +321,10 @@ impl Adapter for DataAdapter {
         &self.contract
     }
 
+    fn limits(&self) -> crate::domain::Limits {
+        self.spec.limits.unwrap_or_default()
+    }
+
     fn prepare(
         &self,
         key: &RequestKey,

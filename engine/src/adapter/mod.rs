@@ -132,6 +132,12 @@ pub trait Adapter: Send + Sync {
     /// What this adapter has proven it can do (docs/DESIGN.md §5).
     fn contract(&self) -> &SideEffectContract;
 
+    /// How much may reach the destination, as the adapter's file declares it (docs/DESIGN.md
+    /// §20); unlimited unless it says.
+    fn limits(&self) -> crate::domain::Limits {
+        crate::domain::Limits::default()
+    }
+
     /// The exact request that carries a step's rendered `request` under `key`, with the digest
     /// the destination compares (`content_digest`). Deterministic: the same arguments give the
     /// same bytes, so recovery can regenerate it and compare digests before sending again.

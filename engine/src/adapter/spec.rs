@@ -128,6 +128,9 @@ pub struct AdapterSpec {
     /// Hold the adapter automatically when its provider is in trouble.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker: Option<Breaker>,
+    /// How much may reach the provider: new requests per second and calls in flight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::domain::Limits>,
 }
 
 fn default_deadline() -> u64 {

@@ -41,11 +41,14 @@ pub enum AuditAction {
     WorkflowPause,
     WorkflowResume,
     Note,
+    AdapterLimit,
+    Propose,
+    DeclineProposal,
 }
 
 impl AuditAction {
     /// Every kind, in the order the audit page offers them.
-    pub const ALL: [AuditAction; 25] = [
+    pub const ALL: [AuditAction; 28] = [
         AuditAction::CheckDestination,
         AuditAction::RetrySameKey,
         AuditAction::AttachEvidence,
@@ -71,6 +74,9 @@ impl AuditAction {
         AuditAction::WorkflowPause,
         AuditAction::WorkflowResume,
         AuditAction::Note,
+        AuditAction::AdapterLimit,
+        AuditAction::Propose,
+        AuditAction::DeclineProposal,
     ];
 
     /// The name the audit row records and the API uses.
@@ -101,6 +107,9 @@ impl AuditAction {
             AuditAction::WorkflowPause => "workflow_pause",
             AuditAction::WorkflowResume => "workflow_resume",
             AuditAction::Note => "note",
+            AuditAction::AdapterLimit => "adapter_limit",
+            AuditAction::Propose => "propose",
+            AuditAction::DeclineProposal => "decline_proposal",
         }
     }
 }

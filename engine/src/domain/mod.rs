@@ -11,6 +11,7 @@ pub mod contract;
 pub mod event;
 pub mod identity;
 pub mod incident;
+pub mod limits;
 pub mod lookup;
 pub mod names;
 pub mod outcome;
@@ -31,6 +32,7 @@ pub use contract::{
 pub use event::EventKind;
 pub use identity::{InputDigest, RequestKey, StepKey};
 pub use incident::{Disposition, IncidentKind};
+pub use limits::Limits;
 pub use lookup::LookupObservation;
 pub use outcome::{AttemptOutcome, ObservationKind, TransportObservation};
 pub use receipt::{AcceptedReceipt, ReceiptMethod};

@@ -18,6 +18,7 @@ mod check;
 pub mod error;
 pub mod hold;
 pub mod incident;
+pub mod limit;
 pub mod note;
 pub mod pause;
 pub mod replace;

@@ -24,7 +24,7 @@ pub struct Due {
 }
 
 /// What a step's adapter allows when the step is claimed (docs/DESIGN.md §5, §20).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Gate {
     /// The adapter's current version.
     pub version: i32,
@@ -33,6 +33,8 @@ pub struct Gate {
     pub may_send: bool,
     /// An operator's hold keeps its lookups too.
     pub lookups_held: bool,
+    /// An approver's override of the limits its file declares.
+    pub limits: crate::domain::Limits,
 }
 
 /// Locks up to `limit` due steps (ready, or outcome unknown and due for recovery) whose lease
@@ -60,7 +62,8 @@ pub async fn claim_due(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<
                      and s.state = 'ready') as "facts!",
                   a.contract_version as "adapter_version?",
                   coalesce(a.verified_version = a.contract_version and a.held_at is null, false) as "may_send!",
-                  coalesce(a.held_at is not null and a.hold_lookups, false) as "lookups_held!"
+                  coalesce(a.held_at is not null and a.hold_lookups, false) as "lookups_held!",
+                  a.limit_requests_per_second as "limit_rps?", a.limit_in_flight as "limit_in_flight?"
            from step_ready q
            -- One primary-key probe per queue row, in queue order, until the batch is full: the
            -- fence (`offset 0`) keeps the planner from hash-joining the queue against every
@@ -106,18 +109,24 @@ pub async fn claim_due(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<
                 version,
                 may_send: r.may_send,
                 lookups_held: r.lookups_held,
+                limits: crate::domain::Limits {
+                    requests_per_second: r.limit_rps,
+                    in_flight: r.limit_in_flight.map(|n| n as u32),
+                },
             }),
             paused: r.paused,
         })
         .collect())
 }
 
-/// Puts claimed steps off for `secs` without taking them: a step this worker cannot send now
-/// (its adapter's file does not build here) waits in the queue for a worker that can.
-pub async fn postpone(conn: &mut PgConnection, steps: &[Uuid], secs: f64) -> sqlx::Result<()> {
+/// Puts claimed steps off without taking them, each for its number of seconds: a step this
+/// worker cannot send now (its adapter's file does not build here) waits in the queue for a
+/// worker that can; a step its adapter's limits keep back waits for its turn.
+pub async fn postpone(conn: &mut PgConnection, steps: &[Uuid], secs: &[f64]) -> sqlx::Result<()> {
     sqlx::query!(
-        r#"update step set run_after = now() + make_interval(secs => $2), updated_at = now()
-           where id = any($1) and lease_holder is null"#,
+        r#"update step s set run_after = now() + make_interval(secs => p.secs), updated_at = now()
+           from unnest($1::uuid[], $2::float8[]) as p(id, secs)
+           where s.id = p.id and s.lease_holder is null"#,
         steps,
         secs,
     )

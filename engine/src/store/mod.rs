@@ -24,6 +24,7 @@ pub mod lease;
 pub mod note;
 pub mod operator;
 pub mod outbox;
+pub mod pace;
 pub mod pause;
 pub mod projection;
 pub mod receipt;

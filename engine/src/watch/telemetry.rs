@@ -94,8 +94,8 @@ async fn incidents_and_violations(pool: &PgPool, f: &mut Figures) -> sqlx::Resul
     Ok(())
 }
 
-/// Open alerts by rule, the outbox events not yet handed to every consumer, the adapters held,
-/// the workflows paused and the notes written.
+/// Open alerts by rule, the outbox events not yet handed to every consumer, the adapters held
+/// and limited, the workflows paused and the notes written.
 async fn alerts_and_outbox(pool: &PgPool, f: &mut Figures) -> sqlx::Result<()> {
     for (rule, n) in metrics::open_alerts_by_rule(pool).await? {
         f.gauges
@@ -111,6 +111,22 @@ async fn alerts_and_outbox(pool: &PgPool, f: &mut Figures) -> sqlx::Result<()> {
             &[("adapter", &hold.adapter)],
             1.0,
         ));
+    }
+    // Each adapter's limits in force (docs/DESIGN.md §20): its file's, with any override.
+    for (adapter, limits) in crate::adapter::apply::limits_in_force(pool).await? {
+        let values = [
+            ("requests_per_second", limits.requests_per_second),
+            ("in_flight", limits.in_flight.map(f64::from)),
+        ];
+        for (limit, value) in values {
+            if let Some(value) = value {
+                f.gauges.push(labelled(
+                    "z29c_adapter_limit",
+                    &[("adapter", &adapter), ("limit", limit)],
+                    value,
+                ));
+            }
+        }
     }
     let paused = crate::store::pause::count(pool).await?;
     f.gauges

@@ -46,6 +46,10 @@ pub(super) struct Call {
     pub authority: Authority,
     /// Checkpoint 3 has committed: the call may go.
     pub invoked: bool,
+    /// Its adapter's limits: the file's, with an approver's override.
+    pub limits: crate::domain::Limits,
+    /// How long after the claim the call leaves: the moment its adapter's rate gave it.
+    pub pace: std::time::Duration,
 }
 
 /// A result for the concluder, and where its step's report goes.
@@ -191,6 +195,11 @@ impl Worker {
         // Calls in flight are bounded; a call whose contract needs its own checkpoint 3 takes
         // it only once it may go, so a crash leaves no more steps marked sent and unsent than
         // there are calls in flight.
+        if !call.pace.is_zero() {
+            // Its adapter's rate gave it a moment to leave at (docs/DESIGN.md §20); checkpoint
+            // 3 waits for it too, so a hold taken meanwhile still stops the call.
+            tokio::time::sleep_until((claimed_at + call.pace).into()).await;
+        }
         let permit = self.calls.acquire().await;
         let call = if call.invoked {
             call

@@ -32,7 +32,7 @@ const NOT_BUILT_HERE_SECS: f64 = 30.0;
 const HELD_LOOKUP_SECS: f64 = 5.0;
 
 /// A due step as the claim judged it, before the batch is taken.
-enum Judged {
+pub(super) enum Judged {
     Pure {
         step: Claimed,
         facts: Value,
@@ -46,8 +46,8 @@ enum Judged {
     /// Its adapter's current version may send nothing, or its workflow is paused: the step
     /// waits, held, unsent.
     Held(Claimed),
-    /// Put off for a number of seconds, untaken: its adapter does not build in this worker, or
-    /// an operator's hold keeps its lookups.
+    /// Put off for a number of seconds, untaken: its adapter does not build in this worker, an
+    /// operator's hold keeps its lookups, or its adapter's limits keep it back.
     Postponed(Claimed, f64),
 }
 
@@ -73,17 +73,16 @@ impl Worker {
         for d in due {
             judged.push(self.judge(&mut tx, d, &suspensions, &mut adapters).await?);
         }
-        for secs in [NOT_BUILT_HERE_SECS, HELD_LOOKUP_SECS] {
-            let postponed: Vec<Uuid> = judged
-                .iter()
-                .filter_map(|j| match j {
-                    Judged::Postponed(step, after) if *after == secs => Some(step.id),
-                    _ => None,
-                })
-                .collect();
-            if !postponed.is_empty() {
-                batch::postpone(&mut tx, &postponed, secs).await?;
-            }
+        let judged = self.pace(&mut tx, lease, judged).await?;
+        let (postponed, secs): (Vec<Uuid>, Vec<f64>) = judged
+            .iter()
+            .filter_map(|j| match j {
+                Judged::Postponed(step, after) => Some((step.id, *after)),
+                _ => None,
+            })
+            .unzip();
+        if !postponed.is_empty() {
+            batch::postpone(&mut tx, &postponed, &secs).await?;
         }
         let (held, judged): (Vec<Judged>, Vec<Judged>) = judged
             .into_iter()
@@ -126,6 +125,7 @@ impl Worker {
             adapter,
             paused,
         } = due;
+        let overridden = adapter.map(|gate| gate.limits).unwrap_or_default();
         if paused && step.state == StepState::Ready {
             // An operator paused the workflow: the step waits held (docs/DESIGN.md §20).
             return Ok(Judged::Held(step));
@@ -161,7 +161,10 @@ impl Worker {
             .render(conn, &step, &facts, suspensions, adapters)
             .await
         {
-            Ok(call) => Ok(Judged::Call(Box::new(call))),
+            Ok(mut call) => {
+                call.limits = call.adapter.limits().overridden_by(overridden);
+                Ok(Judged::Call(Box::new(call)))
+            }
             Err(error @ (WorkerError::UnknownAdapter { .. } | WorkerError::Definition { .. })) => {
                 Ok(Judged::Unrunnable { step, error })
             }
@@ -202,6 +205,8 @@ impl Worker {
             contract_version,
             authority,
             invoked: invoke_now,
+            limits: crate::domain::Limits::default(),
+            pace: std::time::Duration::ZERO,
         })
     }
 

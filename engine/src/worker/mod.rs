@@ -21,6 +21,7 @@ mod conclude;
 mod identity;
 mod leases;
 mod lookup;
+mod pace;
 mod pipeline;
 mod recover;
 

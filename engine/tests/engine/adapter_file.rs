@@ -328,3 +328,23 @@ fn a_breaker_that_trips_after_no_attempt_or_counts_for_a_week_is_refused_with_it
     let week = refused(&(MINIMAL.to_owned() + "breaker:\n  trips_after: 5\n  within: 168h\n"));
     assert_eq!(week.line, Some(15), "{week}");
 }
+
+#[test]
+fn limits_of_no_request_a_second_or_no_call_in_flight_are_refused_with_their_line() {
+    let declared = MINIMAL.to_owned() + "limits:\n  requests_per_second: 2.5\n  in_flight: 4\n";
+    let limits = AdapterSpec::parse(&declared).unwrap().limits.unwrap();
+    assert_eq!(
+        (limits.requests_per_second, limits.in_flight),
+        (Some(2.5), Some(4))
+    );
+    let none = refused(&(MINIMAL.to_owned() + "limits:\n  requests_per_second: 0\n"));
+    assert_eq!(none.line, Some(13), "{none}");
+    assert!(
+        none.message.contains("limits.requests_per_second"),
+        "{none}"
+    );
+    let stuck = refused(&(MINIMAL.to_owned() + "limits:\n  in_flight: 0\n"));
+    assert!(stuck.message.contains("limits.in_flight"), "{stuck}");
+    let typo = refused(&(MINIMAL.to_owned() + "limits:\n  rps: 5\n"));
+    assert!(typo.message.contains("rps"), "{typo}");
+}

@@ -16,6 +16,7 @@ mod hold;
 mod indexes;
 mod intake;
 mod invariants;
+mod limits;
 mod notes;
 mod operate;
 mod operators;

@@ -31,6 +31,9 @@ pub enum OpsCommand {
     /// Let an adapter send again (an approver): its held steps go back to the queue, oldest
     /// first, all at once or at a ramp.
     Resume(ResumeArgs),
+    /// Override an adapter's outbound limits for this deployment (an approver): requests per
+    /// second and calls in flight, across every worker process; `--clear` restores its file's.
+    Limit(LimitArgs),
     /// Leave a note on a workflow, a step or an incident for the next person (an operator):
     /// shown in the timeline and the audit log; it changes no state.
     Note(NoteArgs),
@@ -85,7 +88,26 @@ pub struct ResumeArgs {
     pub acting: Adapting,
 }
 
-/// Who holds or resumes an adapter, and why.
+/// `z29c limit ADAPTER --as NAME --reason … [--per-second N] [--in-flight N] [--clear]`.
+#[derive(Debug, clap::Args)]
+#[group(id = "limit", required = true, multiple = true, args = ["per_second", "in_flight", "clear"])]
+pub struct LimitArgs {
+    /// The adapter's name.
+    pub adapter: String,
+    /// New requests a second, at most (its file's value when absent).
+    #[arg(long, value_name = "N")]
+    pub per_second: Option<f64>,
+    /// Calls sent and not yet answered, at most (its file's value when absent).
+    #[arg(long, value_name = "N")]
+    pub in_flight: Option<u32>,
+    /// End the override: the adapter's file's limits apply again.
+    #[arg(long, conflicts_with_all = ["per_second", "in_flight"])]
+    pub clear: bool,
+    #[command(flatten)]
+    pub acting: Adapting,
+}
+
+/// Who holds, resumes or limits an adapter, and why.
 #[derive(Debug, clap::Args)]
 pub struct Adapting {
     /// The enabled operator (an approver) it is done and audited as.
@@ -137,6 +159,7 @@ impl OpsCommand {
             OpsCommand::Bulk(BulkCommand::Stop { database, .. }) => database,
             OpsCommand::Hold(args) => &args.acting.database,
             OpsCommand::Resume(args) => &args.acting.database,
+            OpsCommand::Limit(args) => &args.acting.database,
             OpsCommand::Note(args) => &args.database,
         }
     }

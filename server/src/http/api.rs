@@ -56,6 +56,7 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(files::put_adapter))
         .routes(routes!(adapters::hold))
         .routes(routes!(adapters::resume))
+        .routes(routes!(adapters::limit))
         .routes(routes!(queue::queue))
         .routes(routes!(steps::show))
         .routes(routes!(steps::act))

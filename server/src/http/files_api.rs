@@ -181,6 +181,13 @@ pub(super) struct AdapterBody {
     claims: Vec<ClaimBody>,
     /// An operator's hold, while it stands: nothing new is sent meanwhile.
     held: Option<super::ops::adapters::HoldView>,
+    /// The outbound limits in force (`requests_per_second`, `in_flight`): its file's, with any
+    /// override; `null` when unlimited.
+    #[schema(value_type = Option<Object>)]
+    limits: Option<engine::domain::Limits>,
+    /// An approver's override of its file's limits, while it stands.
+    #[schema(value_type = Option<Object>)]
+    limit_override: Option<engine::store::pace::LimitOverride>,
 }
 
 /// One claim of an adapter's current version.
@@ -226,12 +233,17 @@ pub(super) async fn list_adapters(
 ) -> Result<Json<Vec<AdapterBody>>, ApiError> {
     super::ops::unscoped(&client, "read configuration")?;
     let rows = engine::adapter::apply::registered(&pool).await?;
+    let limits = engine::adapter::apply::limits_in_force(&pool).await?;
     let mut listed = Vec::with_capacity(rows.len());
     for a in rows {
         let claims = engine::store::adapter::claims(&pool, &a.name).await?;
         let held = engine::store::hold::of(&pool, &a.name).await?.flatten();
         listed.push(AdapterBody {
             held: held.map(Into::into),
+            limits: limits
+                .iter()
+                .find_map(|(name, l)| (*name == a.name).then_some(*l)),
+            limit_override: engine::store::pace::of(&pool, &a.name).await?.flatten(),
             kind: a.contract.kind().as_str(),
             capabilities: a.contract.capabilities_summary(),
             may_send: a.may_send(),

@@ -1,5 +1,5 @@
-//! `z29c hold ADAPTER` and `z29c resume ADAPTER`: the engine's `recovery::hold`, as an approver
-//! named with `--as` (docs/DESIGN.md §20).
+//! `z29c hold ADAPTER`, `z29c resume ADAPTER` and `z29c limit ADAPTER`: the engine's
+//! `recovery::hold` and `recovery::limit`, as an approver named with `--as` (docs/DESIGN.md §20).
 
 use engine::recovery::hold::{self, Resumed};
 use engine::store::hold::AdapterHold;
@@ -7,7 +7,7 @@ use engine::store::journal::Actor;
 use sqlx::PgPool;
 
 use super::{Io, Stop, operator, refusal};
-use crate::cli::ops::{HoldArgs, ResumeArgs};
+use crate::cli::ops::{HoldArgs, LimitArgs, ResumeArgs};
 
 /// Holds the adapter and says what that means.
 pub(super) async fn hold(pool: &PgPool, args: &HoldArgs, io: &mut Io<'_>) -> Result<(), Stop> {
@@ -64,6 +64,44 @@ pub(super) async fn resume(pool: &PgPool, args: &ResumeArgs, io: &mut Io<'_>) ->
         hold.adapter,
         hold.held_by,
         hold.held_at.format("%Y-%m-%d %H:%M UTC")
+    )?)
+}
+
+/// Sets or clears the adapter's override and says which limits apply now.
+pub(super) async fn limit(pool: &PgPool, args: &LimitArgs, io: &mut Io<'_>) -> Result<(), Stop> {
+    let acting = &args.acting;
+    let by = operator(pool, &acting.operator).await?;
+    let limits = engine::domain::Limits {
+        requests_per_second: args.per_second,
+        in_flight: args.in_flight,
+    };
+    let now = engine::recovery::limit::limit_adapter(
+        pool,
+        (Actor::Operator(&by.username), by.role),
+        &args.adapter,
+        limits,
+        &acting.reason,
+    )
+    .await
+    .map_err(|e| refusal(e, "no such adapter"))?;
+    if acting.output.json {
+        return Ok(writeln!(
+            io.out,
+            "{}",
+            serde_json::json!({ "adapter": args.adapter, "override": now })
+        )?);
+    }
+    let Some(now) = now else {
+        return Ok(writeln!(
+            io.out,
+            "{}'s override is cleared: the limits its file declares apply again.",
+            args.adapter
+        )?);
+    };
+    Ok(writeln!(
+        io.out,
+        "{} is limited to {} across every worker process, until `z29c limit {} --clear`.",
+        now.adapter, now.limits, now.adapter
     )?)
 }
 

@@ -151,6 +151,7 @@ pub async fn execute(pool: &PgPool, command: OpsCommand, io: &mut Io<'_>) -> any
         }) => stop_bulk(pool, run, &name, &reason, io).await,
         OpsCommand::Hold(args) => hold::hold(pool, &args, io).await,
         OpsCommand::Resume(args) => hold::resume(pool, &args, io).await,
+        OpsCommand::Limit(args) => hold::limit(pool, &args, io).await,
         OpsCommand::Note(args) => note::write(pool, &args, io).await,
     };
     match ran {

@@ -16,6 +16,7 @@ mod headers;
 mod hold;
 mod http;
 mod kept_forms;
+mod limits;
 mod notes;
 mod observability;
 mod ops_api;

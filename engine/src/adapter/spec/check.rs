@@ -87,6 +87,12 @@ pub(super) fn check(spec: &AdapterSpec, source: &str) -> Result<(), FileError> {
             ));
         }
     }
+    if let Some(problem) = spec.limits.and_then(|l| l.problem()) {
+        return Err(FileError::at(
+            line_of(source, "limits:"),
+            format!("limits.{problem}"),
+        ));
+    }
     Ok(())
 }
 

@@ -1,5 +1,6 @@
-//! `/api/v1/adapters/{name}/hold` and `/resume`: an approver stops new requests to a provider
-//! during its outage and lets them go again (docs/DESIGN.md §20), as `z29c adapter hold` does.
+//! `/api/v1/adapters/{name}/hold`, `/resume` and `/limits`: an approver stops new requests to a
+//! provider during its outage and lets them go again, or limits what reaches it
+//! (docs/DESIGN.md §20), as `z29c hold`, `z29c resume` and `z29c limit` do.
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection};
@@ -38,6 +39,27 @@ pub(crate) struct ResumeBody {
     reason: String,
     /// Release the held steps this many a second, oldest first; all at once when absent.
     per_second: Option<f64>,
+}
+
+/// An override of an adapter's limits; neither value clears the override.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LimitBody {
+    /// Why, for the audit log (required).
+    reason: String,
+    /// New requests a second, at most; the file's value when absent.
+    requests_per_second: Option<f64>,
+    /// Calls sent and not yet answered, at most; the file's value when absent.
+    in_flight: Option<u32>,
+}
+
+/// The override in force after the change.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct LimitView {
+    adapter: String,
+    /// `null` once cleared: the file's limits apply.
+    #[schema(value_type = Option<Object>)]
+    r#override: Option<engine::store::pace::LimitOverride>,
 }
 
 /// A hold as the API shows it.
@@ -165,5 +187,43 @@ pub(crate) async fn resume(
     Ok(Json(ResumedView {
         ended: hold.into(),
         released,
+    }))
+}
+
+/// Overrides an adapter's outbound limits for the deployment, across every worker process; a
+/// body naming neither value clears the override, and the file's limits apply again. Audited
+/// with the reason.
+#[utoipa::path(
+    put,
+    path = "/api/v1/adapters/{name}/limits",
+    operation_id = "limit_adapter",
+    params(("name" = String, Path, description = "The adapter's name")),
+    request_body = LimitBody,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The override in force now", body = LimitView),
+        (status = 403, description = "Not an approver token, a prefixed token, or one limited to other adapters", body = ErrorBody),
+        (status = 422, description = "No reason, a limit out of bounds, or no such adapter", body = ErrorBody),
+    )
+)]
+pub(crate) async fn limit(
+    client: ApiClient,
+    State(pool): State<PgPool>,
+    name: Result<Path<String>, PathRejection>,
+    body: Result<Json<LimitBody>, JsonRejection>,
+) -> Result<Json<LimitView>, ApiError> {
+    let name = admitted(&client, name, "limit an adapter")?;
+    let Json(body) = body?;
+    let by = (Actor::Api(&client.0.name), client.0.role);
+    let limits = engine::domain::Limits {
+        requests_per_second: body.requests_per_second,
+        in_flight: body.in_flight,
+    };
+    let now = engine::recovery::limit::limit_adapter(&pool, by, &name, limits, &body.reason)
+        .await
+        .map_err(refusal)?;
+    Ok(Json(LimitView {
+        adapter: name,
+        r#override: now,
     }))
 }

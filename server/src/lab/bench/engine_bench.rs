@@ -42,6 +42,10 @@ pub struct EngineBenchArgs {
     /// Connections the ceiling is measured with.
     #[arg(long, default_value_t = 32)]
     pub ceiling_clients: usize,
+    /// Limit the bench's adapter to this many requests a second (an approver's override) and
+    /// report the destination's busiest second; needs `--http`.
+    #[arg(long, value_name = "R", requires = "http")]
+    pub limit_rps: Option<f64>,
 }
 
 /// One measured run.
@@ -54,6 +58,8 @@ struct EngineRun {
     stats: Snapshot,
     cpu: CpuSnapshot,
     ceiling_tps: f64,
+    /// With `--limit-rps`: the most calls the destination accepted in any one second.
+    busiest_second: Option<usize>,
 }
 
 impl EngineRun {
@@ -85,8 +91,7 @@ pub async fn engine(args: EngineBenchArgs) -> anyhow::Result<()> {
     };
     let mut runs = Vec::new();
     for &processes in &args.processes {
-        let http = destination.as_ref().map(|d| d.base_url());
-        runs.push(system_run(&db, &args, processes, http).await?);
+        runs.push(system_run(&db, &args, processes, destination.as_ref()).await?);
     }
     print_runs(&args, &runs);
     db.close().await
@@ -157,10 +162,16 @@ async fn system_run(
     db: &BenchDatabase,
     args: &EngineBenchArgs,
     processes: usize,
-    http: Option<String>,
+    destination: Option<&destinations::RunningDestination>,
 ) -> anyhow::Result<EngineRun> {
     let tag = uuid::Uuid::new_v4().simple().to_string();
+    let http = destination.map(|d| d.base_url());
     let worker = admit(db, args, processes, &tag, http).await?;
+    if let Some(rps) = args.limit_rps {
+        let pool = db.pool(2, false).await?;
+        super::limit_bench::impose(&pool, &worker.adapter, rps).await?;
+        pool.close().await;
+    }
     let mut fleet = Fleet::start(processes, &db.url, &worker).await?;
     let mut watch = PgConnection::connect(&db.url).await?;
     let baseline = completed(&mut watch).await?;
@@ -199,6 +210,10 @@ async fn system_run(
     let (p50_ms, p99_ms) = latency(&pool, &tag, began).await?;
     let ceiling_tps = ceiling(&pool, args.ceiling_clients, args.ceiling_secs).await?;
     pool.close().await;
+    let busiest_second = match (args.limit_rps, destination) {
+        (Some(_), Some(d)) => Some(super::limit_bench::busiest_second(d, began).await?),
+        _ => None,
+    };
     eprintln!(
         "{processes} worker process(es): {:.0} external steps/s in {elapsed:.1} s",
         (args.workflows * 2) as f64 / elapsed
@@ -212,6 +227,7 @@ async fn system_run(
         stats,
         cpu,
         ceiling_tps,
+        busiest_second,
     })
 }
 
@@ -402,6 +418,15 @@ fn print_runs(args: &EngineBenchArgs, runs: &[EngineRun]) {
         "ratio: external steps per second ÷ single-row UPDATE commits per second ({} connections, measured right after the run)",
         args.ceiling_clients
     );
+    if let Some(rps) = args.limit_rps {
+        for r in runs {
+            println!(
+                "limit {rps} requests/s, {} worker process(es): the destination's busiest second took {} calls",
+                r.processes,
+                r.busiest_second.unwrap_or_default()
+            );
+        }
+    }
     print_cpu(runs);
 }
 

@@ -9,6 +9,7 @@ mod cpu;
 mod engine_bench;
 mod fleet;
 mod instant;
+mod limit_bench;
 mod load;
 mod page_load;
 mod pgstats;

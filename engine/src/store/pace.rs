@@ -1,0 +1,188 @@
+//! Outbound limits in the database (docs/DESIGN.md §20): an approver's override of an adapter's
+//! declared limits, and the pace every worker process's claim reads and advances — the moment
+//! the adapter's next call may leave, and the places its calls in flight hold.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::{Executor, PgConnection, Postgres};
+use uuid::Uuid;
+
+use crate::domain::Limits;
+use crate::domain::limits::Pace;
+
+/// An approver's override of an adapter's limits, in force until it is cleared.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LimitOverride {
+    pub adapter: String,
+    pub limits: Limits,
+    pub set_by: String,
+    pub set_at: DateTime<Utc>,
+    pub reason: String,
+}
+
+/// Sets adapter `name`'s override; returns the one it replaced, `Err(())` when no adapter has
+/// the name.
+pub async fn set(
+    conn: &mut PgConnection,
+    name: &str,
+    limits: Limits,
+    by: &str,
+    reason: &str,
+) -> sqlx::Result<Result<Option<LimitOverride>, ()>> {
+    let before = match of(&mut *conn, name).await? {
+        None => return Ok(Err(())),
+        Some(before) => before,
+    };
+    sqlx::query!(
+        r#"update adapter set limit_requests_per_second = $2, limit_in_flight = $3,
+                              limited_by = $4, limited_at = now(), limit_reason = $5
+           where name = $1"#,
+        name,
+        limits.requests_per_second,
+        limits.in_flight.map(|n| n as i32),
+        by,
+        reason,
+    )
+    .execute(conn)
+    .await?;
+    Ok(Ok(before))
+}
+
+/// Clears adapter `name`'s override; returns the one it cleared.
+pub async fn clear(conn: &mut PgConnection, name: &str) -> sqlx::Result<Option<LimitOverride>> {
+    let before = of(&mut *conn, name).await?.flatten();
+    sqlx::query!(
+        r#"update adapter set limit_requests_per_second = null, limit_in_flight = null,
+                              limited_by = null, limited_at = null, limit_reason = null
+           where name = $1"#,
+        name,
+    )
+    .execute(conn)
+    .await?;
+    Ok(before)
+}
+
+/// Adapter `name`'s override: `None` when there is no such adapter, `Some(None)` without one.
+pub async fn of<'e, E>(executor: E, name: &str) -> sqlx::Result<Option<Option<LimitOverride>>>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    let row = sqlx::query!(
+        r#"select name, limit_requests_per_second, limit_in_flight, limited_by,
+                  limited_at as "limited_at: DateTime<Utc>", limit_reason
+           from adapter where name = $1"#,
+        name
+    )
+    .fetch_optional(executor)
+    .await?;
+    Ok(
+        row.map(|r| match (r.limited_by, r.limited_at, r.limit_reason) {
+            (Some(set_by), Some(set_at), Some(reason)) => Some(LimitOverride {
+                adapter: r.name,
+                limits: Limits {
+                    requests_per_second: r.limit_requests_per_second,
+                    in_flight: r.limit_in_flight.map(|n| n as u32),
+                },
+                set_by,
+                set_at,
+                reason,
+            }),
+            _ => None,
+        }),
+    )
+}
+
+/// Every adapter's file (its current version's source) and override, by name: what
+/// `adapter::apply::limits_in_force` reads the limits in force from.
+pub async fn declared_and_overridden<'e, E>(
+    executor: E,
+) -> sqlx::Result<Vec<(String, Option<String>, Limits)>>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    let rows = sqlx::query!(
+        r#"select name, source, limit_requests_per_second, limit_in_flight
+           from adapter order by name"#
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let over = Limits {
+                requests_per_second: r.limit_requests_per_second,
+                in_flight: r.limit_in_flight.map(|n| n as u32),
+            };
+            (r.name, r.source, over)
+        })
+        .collect())
+}
+
+/// Locks adapter `name`'s pace for this transaction (creating it the first time) and reads it:
+/// when its next call may leave, and how many of its calls hold a place in flight, after
+/// freeing the places of steps that no longer hold the lease they were admitted under.
+pub async fn lock(conn: &mut PgConnection, name: &str) -> sqlx::Result<Pace> {
+    sqlx::query!(
+        "insert into adapter_pace (adapter) values ($1) on conflict (adapter) do nothing",
+        name
+    )
+    .execute(&mut *conn)
+    .await?;
+    let next_after = sqlx::query_scalar!(
+        r#"select extract(epoch from greatest(next_send_at, now()) - now())::float8 as "secs!"
+           from adapter_pace where adapter = $1 for update"#,
+        name
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let in_flight = sqlx::query_scalar!(
+        r#"with freed as (
+               delete from adapter_flight f where f.adapter = $1 and not exists (
+                   select 1 from step s join lease l on l.id = s.lease_id
+                   where s.id = f.step_id and s.lease_id = f.lease_id and l.expires_at > now())
+               returning f.step_id
+           )
+           select (select count(*) from adapter_flight where adapter = $1)
+                  - (select count(*) from freed) as "n!""#,
+        name
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(Pace {
+        next_after: Duration::from_secs_f64(next_after),
+        in_flight: u32::try_from(in_flight).unwrap_or(u32::MAX),
+    })
+}
+
+/// Records what a claim admitted: the adapter's next moment, `next_after` from now, and, when
+/// it has an in-flight limit, a place for each admitted step under `lease`.
+pub async fn admit(
+    conn: &mut PgConnection,
+    name: &str,
+    next_after: Duration,
+    lease: Uuid,
+    places: &[Uuid],
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"update adapter_pace set next_send_at = now() + make_interval(secs => $2)
+           where adapter = $1"#,
+        name,
+        next_after.as_secs_f64(),
+    )
+    .execute(&mut *conn)
+    .await?;
+    if !places.is_empty() {
+        sqlx::query!(
+            r#"insert into adapter_flight (adapter, step_id, lease_id)
+               select $1, unnest($2::uuid[]), $3
+               on conflict (adapter, step_id) do update set lease_id = excluded.lease_id"#,
+            name,
+            places,
+            lease,
+        )
+        .execute(conn)
+        .await?;
+    }
+    Ok(())
+}
