@@ -119,19 +119,24 @@ where
         .collect())
 }
 
-/// Locks adapter `name`'s pace for this transaction (creating it the first time) and reads it:
-/// when its next call may leave, and how many of its calls hold a place in flight, after
-/// freeing the places of steps that no longer hold the lease they were admitted under.
-pub async fn lock(conn: &mut PgConnection, name: &str) -> sqlx::Result<Pace> {
+/// Locks adapter `name`'s pace for this transaction (creating it the first time) and reads it
+/// at the database's clock as it is now (`clock_timestamp()`, not the transaction's start, which
+/// may be long past): when its next call may leave, and how many of its calls hold a place in
+/// flight, after freeing the places of steps that no longer hold the lease they were admitted
+/// under. Returns the pace and the moment it was read (seconds since the epoch), which
+/// [`admit`] counts from.
+pub async fn lock(conn: &mut PgConnection, name: &str) -> sqlx::Result<(Pace, f64)> {
     sqlx::query!(
         "insert into adapter_pace (adapter) values ($1) on conflict (adapter) do nothing",
         name
     )
     .execute(&mut *conn)
     .await?;
-    let next_after = sqlx::query_scalar!(
-        r#"select extract(epoch from greatest(next_send_at, now()) - now())::float8 as "secs!"
-           from adapter_pace where adapter = $1 for update"#,
+    let read = sqlx::query!(
+        r#"with at as (select clock_timestamp() as at)
+           select extract(epoch from at.at)::float8 as "at!",
+                  extract(epoch from greatest(next_send_at, at.at) - at.at)::float8 as "secs!"
+           from adapter_pace, at where adapter = $1 for update of adapter_pace"#,
         name
     )
     .fetch_one(&mut *conn)
@@ -149,25 +154,27 @@ pub async fn lock(conn: &mut PgConnection, name: &str) -> sqlx::Result<Pace> {
     )
     .fetch_one(&mut *conn)
     .await?;
-    Ok(Pace {
-        next_after: Duration::from_secs_f64(next_after),
+    let pace = Pace {
+        next_after: Duration::from_secs_f64(read.secs.max(0.0)),
         in_flight: u32::try_from(in_flight).unwrap_or(u32::MAX),
-    })
+    };
+    Ok((pace, read.at))
 }
 
-/// Records what a claim admitted: the adapter's next moment, `next_after` from now, and, when
-/// it has an in-flight limit, a place for each admitted step under `lease`.
+/// Records what a claim admitted: the adapter's next moment, `next_after` from `read_at` (the
+/// moment [`lock`] read the pace), and, when it has an in-flight limit, a place for each
+/// admitted step under `lease`.
 pub async fn admit(
     conn: &mut PgConnection,
     name: &str,
-    next_after: Duration,
+    (read_at, next_after): (f64, Duration),
     lease: Uuid,
     places: &[Uuid],
 ) -> sqlx::Result<()> {
     sqlx::query!(
-        r#"update adapter_pace set next_send_at = now() + make_interval(secs => $2)
-           where adapter = $1"#,
+        r#"update adapter_pace set next_send_at = to_timestamp($2::float8 + $3::float8) where adapter = $1"#,
         name,
+        read_at,
         next_after.as_secs_f64(),
     )
     .execute(&mut *conn)

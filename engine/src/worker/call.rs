@@ -48,8 +48,8 @@ pub(super) struct Call {
     pub invoked: bool,
     /// Its adapter's limits: the file's, with an approver's override.
     pub limits: crate::domain::Limits,
-    /// How long after the claim the call leaves: the moment its adapter's rate gave it.
-    pub pace: std::time::Duration,
+    /// When the call leaves, if its adapter's rate gave it a moment (docs/DESIGN.md §20).
+    pub leave_at: Option<Instant>,
 }
 
 /// A result for the concluder, and where its step's report goes.
@@ -195,10 +195,10 @@ impl Worker {
         // Calls in flight are bounded; a call whose contract needs its own checkpoint 3 takes
         // it only once it may go, so a crash leaves no more steps marked sent and unsent than
         // there are calls in flight.
-        if !call.pace.is_zero() {
+        if let Some(at) = call.leave_at {
             // Its adapter's rate gave it a moment to leave at (docs/DESIGN.md §20); checkpoint
             // 3 waits for it too, so a hold taken meanwhile still stops the call.
-            tokio::time::sleep_until((claimed_at + call.pace).into()).await;
+            tokio::time::sleep_until(at.into()).await;
         }
         let permit = self.calls.acquire().await;
         let call = if call.invoked {

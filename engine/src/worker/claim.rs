@@ -206,7 +206,7 @@ impl Worker {
             authority,
             invoked: invoke_now,
             limits: crate::domain::Limits::default(),
-            pace: std::time::Duration::ZERO,
+            leave_at: None,
         })
     }
 

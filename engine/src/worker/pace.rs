@@ -5,7 +5,7 @@
 //! future takes its checkpoint 3 at that moment, not in the claim's commit.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
@@ -39,19 +39,22 @@ impl Worker {
         }
         let mut turns: HashMap<usize, Turn> = HashMap::new();
         for (name, (limits, calls)) in limited {
-            let now = pace::lock(conn, name).await?;
+            let (now, read_at) = pace::lock(conn, name).await?;
+            // The moments count from when the database read the pace, as this worker's clock
+            // has it: a round trip after, so a call never leaves before its moment.
+            let read_here = Instant::now();
             let plan = schedule(limits, now, calls.len());
             let (admitted, waiting) = calls.split_at(plan.admitted.len());
             let places: Vec<Uuid> = match limits.in_flight {
                 Some(_) => admitted.iter().map(|&i| step_of(&judged[i])).collect(),
                 None => Vec::new(),
             };
-            pace::admit(conn, name, plan.next_after, lease, &places).await?;
+            pace::admit(conn, name, (read_at, plan.next_after), lease, &places).await?;
             turns.extend(
                 admitted
                     .iter()
                     .zip(&plan.admitted)
-                    .map(|(&i, &at)| (i, Turn::At(at))),
+                    .map(|(&i, &after)| (i, Turn::At(read_here + after, after.is_zero()))),
             );
             turns.extend(
                 waiting
@@ -64,9 +67,9 @@ impl Worker {
             .into_iter()
             .enumerate()
             .map(|(i, j)| match (turns.get(&i), j) {
-                (Some(Turn::At(at)), Judged::Call(mut call)) => {
-                    call.pace = *at;
-                    call.invoked = call.invoked && at.is_zero();
+                (Some(Turn::At(at, now)), Judged::Call(mut call)) => {
+                    call.leave_at = Some(*at);
+                    call.invoked = call.invoked && *now;
                     Judged::Call(call)
                 }
                 (Some(Turn::Wait(wait)), Judged::Call(call)) => {
@@ -78,9 +81,10 @@ impl Worker {
     }
 }
 
-/// A paced call's turn: its moment to leave at, from the claim, or how long it waits queued.
+/// A paced call's turn: its moment to leave at (and whether that is at once), or how long it
+/// waits queued.
 enum Turn {
-    At(Duration),
+    At(Instant, bool),
     Wait(Duration),
 }
 
