@@ -21,6 +21,7 @@ pub mod overview;
 pub mod review;
 mod shell;
 pub mod steps;
+pub mod workflow_list;
 pub mod workflows;
 
 pub use shell::{App, shell};

@@ -13,6 +13,7 @@ use crate::incidents::components::IncidentPage;
 use crate::overview::components::OverviewPage;
 use crate::review::components::ReviewQueuePage;
 use crate::steps::components::StepPage;
+use crate::workflow_list::components::WorkflowListPage;
 use crate::workflows::components::{StatusPage, WorkflowPage};
 
 /// The whole HTML document, rendered on the server around [`App`]. The scripts load the wasm
@@ -90,6 +91,7 @@ pub fn App() -> impl IntoView {
                     <A href="/">"Review queue"</A>
                     <A href="/overview">"Overview"</A>
                     <A href="/bulk">"Bulk recovery"</A>
+                    <A href="/workflows">"Workflows"</A>
                     <A href="/adapters">"Adapters"</A>
                     <A href="/audit">"Audit log"</A>
                 </nav>
@@ -101,6 +103,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/overview") view=OverviewPage ssr=SsrMode::Async />
                     <Route path=path!("/steps/:id") view=StepPage ssr=SsrMode::Async />
                     <Route path=path!("/incidents/:id") view=IncidentPage ssr=SsrMode::Async />
+                    <Route path=path!("/workflows") view=WorkflowListPage ssr=SsrMode::Async />
                     <Route path=path!("/workflows/:id") view=WorkflowPage ssr=SsrMode::Async />
                     <Route path=path!("/status/:id") view=StatusPage ssr=SsrMode::Async />
                     <Route path=path!("/audit") view=AuditLogPage ssr=SsrMode::Async />

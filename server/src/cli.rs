@@ -284,6 +284,10 @@ pub(crate) enum TokenCommand {
         /// patterns with one `*`).
         #[arg(long, value_delimiter = ',')]
         adapters: Option<Vec<String>>,
+        /// The person (an operator's username) the token is issued to: four eyes counts its
+        /// actions as theirs, so they cannot confirm their own proposals through it.
+        #[arg(long = "for", value_name = "USERNAME")]
+        on_behalf_of: Option<String>,
         #[command(flatten)]
         database: DatabaseArgs,
     },

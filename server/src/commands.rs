@@ -251,6 +251,7 @@ async fn token(command: TokenCommand) -> anyhow::Result<()> {
             creation_key_prefix,
             configure,
             adapters,
+            on_behalf_of,
             database,
         } => {
             let db = Database::open(&database).await?;
@@ -260,6 +261,7 @@ async fn token(command: TokenCommand) -> anyhow::Result<()> {
                 creation_key_prefix: creation_key_prefix.as_deref(),
                 may_configure: configure,
                 adapters: adapters.as_deref(),
+                on_behalf_of: on_behalf_of.as_deref(),
             };
             let created = token::create(&db.pool, &new, CLI).await;
             db.close().await?;

@@ -208,6 +208,10 @@ fn describe() {
         "z29c_adapter_limit",
         "Each limited adapter's outbound limit in force (its file's, or an approver's override), by limit: requests_per_second, in_flight."
     );
+    describe_gauge!(
+        "z29c_proposals_waiting",
+        "Actions proposed by one approver that wait for a second (four eyes)."
+    );
     describe_counter!(
         "z29c_notes_total",
         "Notes operators left on workflows, steps and incidents."

@@ -161,7 +161,7 @@ fn LimitForm(
             <label>"Calls in flight, at most (empty: its file's)"
                 <input type="number" name="in_flight" min="1" step="1" value=kept_or(&kept, "in_flight", "") />
             </label>
-            <label>"Reason (recorded in the audit log)"
+            <label>"Why limit (recorded in the audit log)"
                 <input type="text" name="reason" required value=kept_or(&kept, "reason", "") />
             </label>
             <button type="submit">{format!("Limit {adapter}")}</button>

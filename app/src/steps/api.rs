@@ -13,9 +13,10 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     let id = uuid::Uuid::parse_str(&id).map_err(|_| ConsoleError::NotFound.answered())?;
     let (notice, csrf, kept) = from_session(id).await?;
-    let e = engine::read::evidence::evidence(&pool, id)
+    let mut e = engine::read::evidence::evidence(&pool, id)
         .await?
         .ok_or_else(|| ConsoleError::NotFound.answered())?;
+    let (four_eyes, proposal) = four_eyes_of(&mut e, &operator, &csrf).await?;
     let (permitted, beyond_role): (Vec<_>, Vec<_>) = e
         .permitted_actions()
         .into_iter()
@@ -69,13 +70,7 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
         last_sent: evidence_time(e.last_sent_at),
         unknown_since: evidence_time(e.unknown_since),
         waiting_since_label,
-        receipt: e.receipt.map(|(method, reference, at)| {
-            format!(
-                "{reference}, by {}, observed {}",
-                method.replace('_', " "),
-                evidence_time(Some(at))
-            )
-        }),
+        receipt: e.receipt.map(receipt_line),
         attempts: e.attempts.into_iter().map(attempt_view).collect(),
         timeline: e
             .timeline
@@ -86,7 +81,36 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
         permitted,
         kept,
         note: crate::notes::api::note_form(&operator, id).await?,
+        four_eyes,
+        proposal,
     })
+}
+
+/// What needs two approvers here, and the proposal waiting for its second one.
+#[cfg(feature = "ssr")]
+async fn four_eyes_of(
+    e: &mut engine::read::evidence::Evidence,
+    operator: &engine::operators::Operator,
+    csrf: &str,
+) -> Result<
+    (
+        Vec<engine::domain::OperatorAction>,
+        Option<super::proposal::ProposalView>,
+    ),
+    ConsoleError,
+> {
+    use leptos::server_fn::ServerFn;
+    let kept = crate::auth::api::session::take_form(super::proposal::DecideProposal::PATH).await?;
+    let four_eyes = e
+        .trust
+        .as_ref()
+        .map(|t| t.four_eyes.clone())
+        .unwrap_or_default();
+    let proposal = e
+        .proposal
+        .take()
+        .map(|p| super::proposal::view_of(p, operator, csrf.to_owned(), kept));
+    Ok((four_eyes, proposal))
 }
 
 /// What the session carries to step `step`'s page: what the last action did, the CSRF token,
@@ -105,6 +129,18 @@ async fn from_session(
         .await?
         .filter(|kept| kept.field("step") == Some(step.to_string().as_str()));
     Ok((notice, csrf, kept))
+}
+
+/// The receipt as the page says it: reference, how it was obtained, when.
+#[cfg(feature = "ssr")]
+fn receipt_line(
+    (method, reference, at): (String, String, chrono::DateTime<chrono::Utc>),
+) -> String {
+    format!(
+        "{reference}, by {}, observed {}",
+        method.replace('_', " "),
+        evidence_time(Some(at))
+    )
 }
 
 /// A moment as the evidence page prints it, to the millisecond; `—` when it has not happened.

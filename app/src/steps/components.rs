@@ -6,6 +6,7 @@ use engine::domain::{OperatorAction, StepState};
 
 use super::api::evidence_of_step;
 use super::form::{StepActionForm, is_danger};
+use super::proposal::ProposalCard;
 use super::types::{ActionFormData, StepEvidence};
 use crate::error::ConsoleError;
 use crate::forms::KeptForm;
@@ -68,6 +69,7 @@ fn Evidence(e: StepEvidence) -> impl IntoView {
         window_ms: e.visibility_window_ms,
         csrf: e.csrf.clone(),
         kept,
+        four_eyes: e.four_eyes.clone(),
     };
     let incident_links = e
         .incidents
@@ -182,6 +184,7 @@ fn Evidence(e: StepEvidence) -> impl IntoView {
             <ul>{siblings}</ul>
             <ul>{incident_links}</ul>
         </nav>
+        {e.proposal.map(|p| view! { <ProposalCard p /> })}
         <h2>"What the adapter's contract permits"</h2>
         {e.busy.map(|b| view! { <p class="notice warn" data-testid="busy">{b}</p> })}
         {(!e.beyond_role.is_empty()).then(|| {
@@ -235,6 +238,8 @@ struct ActionContext {
     csrf: String,
     /// The refused post of one of this page's actions, as typed.
     kept: Option<KeptForm>,
+    /// The actions that need two approvers here.
+    four_eyes: Vec<OperatorAction>,
 }
 
 /// A refusal of an action this page no longer offers (the step moved on, or the role changed),
@@ -320,6 +325,9 @@ fn ActionCard(action: OperatorAction, context: ActionContext) -> impl IntoView {
         <section class=if is_danger(action) { "action danger" } else { "action" } data-action=action.name()>
             <h3>{action.label()}</h3>
             <p class="small">{explain(action, &context)}</p>
+            {context.four_eyes.contains(&action).then(|| view! {
+                <p class="small" data-testid="four-eyes">"Needs two approvers: this proposes it, and a different approver confirms or declines it."</p>
+            })}
             <StepActionForm form />
         </section>
     }

@@ -3,4 +3,5 @@
 pub mod api;
 pub mod components;
 pub mod form;
+pub mod proposal;
 pub mod types;

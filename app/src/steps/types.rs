@@ -87,6 +87,10 @@ pub struct StepEvidence {
     pub kept: Option<KeptForm>,
     /// The form that leaves a note on the step (shown in its timeline).
     pub note: crate::notes::types::NoteForm,
+    /// The actions here that need two approvers, by the adapter's file (docs/DESIGN.md §20).
+    pub four_eyes: Vec<OperatorAction>,
+    /// The proposal waiting for a second approver.
+    pub proposal: Option<super::proposal::ProposalView>,
 }
 
 /// One action form as the step page draws it (the props of its island): the fields every form

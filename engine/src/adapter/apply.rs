@@ -40,6 +40,20 @@ pub async fn limits_in_force(pool: &PgPool) -> sqlx::Result<Vec<(String, crate::
         .collect())
 }
 
+/// What adapter `name`'s current file says about four eyes (docs/DESIGN.md §20).
+pub async fn four_eyes_of<'e, E>(
+    executor: E,
+    name: &str,
+) -> sqlx::Result<Option<super::spec::FourEyes>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Postgres>,
+{
+    Ok(store::current_file(executor, name)
+        .await?
+        .and_then(|(source, _)| AdapterSpec::parse(&source).ok())
+        .and_then(|spec| spec.four_eyes))
+}
+
 /// Every registered adapter ([`store::all`]), its `base_url` as its file wrote it: a version
 /// stored before references were kept as written holds what its variable held, so what is
 /// shown is read from its file again.

@@ -131,6 +131,9 @@ pub struct AdapterSpec {
     /// How much may reach the provider: new requests per second and calls in flight.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<crate::domain::Limits>,
+    /// Actions on its steps that need two approvers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub four_eyes: Option<FourEyes>,
 }
 
 fn default_deadline() -> u64 {
@@ -213,6 +216,21 @@ pub struct Breaker {
     pub trips_after: u32,
     #[serde(default = "default_breaker_window")]
     pub within: Span,
+}
+
+/// Four eyes (docs/DESIGN.md §20): each of `actions` on this adapter's steps is proposed by
+/// one approver and carried out only when a different person confirms it within
+/// `expires_after`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FourEyes {
+    pub actions: Vec<crate::domain::OperatorAction>,
+    #[serde(default = "default_proposal_expiry")]
+    pub expires_after: Span,
+}
+
+fn default_proposal_expiry() -> Span {
+    Span(Duration::from_secs(3600))
 }
 
 fn default_breaker_window() -> Span {

@@ -57,6 +57,8 @@ pub struct Evidence {
     pub incidents: Vec<Uuid>,
     /// The workflow's other steps: id, logical name, generation, state.
     pub siblings: Vec<(Uuid, String, i32, StepState)>,
+    /// The proposal waiting on this step for a second approver (docs/DESIGN.md §20).
+    pub proposal: Option<crate::store::proposal::Proposal>,
 }
 
 impl Evidence {
@@ -99,6 +101,9 @@ pub struct AdapterTrust {
     pub claims: Vec<crate::store::adapter::ClaimRow>,
     /// An operator's hold on the adapter, while it stands (docs/DESIGN.md §20).
     pub hold: Option<crate::store::hold::AdapterHold>,
+    /// The actions on its steps that need two approvers, by its current file (§20).
+    #[serde(default)]
+    pub four_eyes: Vec<crate::domain::OperatorAction>,
 }
 
 impl AdapterTrust {
@@ -248,6 +253,7 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
         withdraws: lineage.withdraws,
         incidents: lineage.incidents,
         siblings: siblings(pool, s.workflow_id, id).await?,
+        proposal: crate::store::proposal::waiting(pool, id).await?,
     }))
 }
 
@@ -272,6 +278,10 @@ async fn adapter_trust(pool: &PgPool, name: &str) -> sqlx::Result<Option<Adapter
         demoted: a.demoted_reason,
         claims: crate::store::adapter::claims(pool, name).await?,
         hold: crate::store::hold::of(pool, name).await?.flatten(),
+        four_eyes: crate::adapter::apply::four_eyes_of(pool, name)
+            .await?
+            .map(|rule| rule.actions)
+            .unwrap_or_default(),
     }))
 }
 

@@ -16,6 +16,7 @@ pub mod bulk;
 pub mod cancel;
 mod check;
 pub mod error;
+pub mod four_eyes;
 pub mod hold;
 pub mod incident;
 pub mod limit;
@@ -32,6 +33,7 @@ use crate::domain::{EventKind, OperatorAction, ReceiptMethod, RequestKey, StepSt
 use crate::operators::Operator;
 use crate::store::action::{self, StepFacts};
 use crate::store::journal::{self, Actor, AuditEntry};
+use crate::store::proposal::Proposal;
 use crate::store::receipt::{NewReceipt, ReceiptOutcome, commit_receipt};
 use crate::store::{authorization, step, waiver, workflow};
 
@@ -110,6 +112,26 @@ pub async fn perform_at(
     request: Request<'_>,
     now: Option<DateTime<Utc>>,
 ) -> Result<Done, ActionError> {
+    perform_with(pool, request, now, None).await
+}
+
+/// [`perform`] as the second approver of `proposal` (`four_eyes::confirm`).
+async fn perform_confirmed(
+    pool: &PgPool,
+    request: Request<'_>,
+    proposal: &Proposal,
+) -> Result<Done, ActionError> {
+    perform_with(pool, request, None, Some(proposal)).await
+}
+
+/// [`perform_at`]; an action that needs two approvers (docs/DESIGN.md §20) becomes a proposal
+/// unless it confirms one.
+async fn perform_with(
+    pool: &PgPool,
+    request: Request<'_>,
+    now: Option<DateTime<Utc>>,
+    confirming: Option<&Proposal>,
+) -> Result<Done, ActionError> {
     let reason = required("A reason", request.reason, 2000)?;
     let kind = request.action.kind();
     admit_role(request.operator.role, kind)?;
@@ -118,41 +140,28 @@ pub async fn perform_at(
         .await?
         .ok_or(ActionError::NotFound)?;
     admit(&locked, request.operator.role, kind, request.seen_version)?;
-    let actor = request.operator.actor();
-    let (message, details, next_step) = match &request.action {
-        Action::CheckDestination => {
-            return check_destination(pool, tx, &request, &locked, &reason, now).await;
+    let gate = four_eyes::gate(
+        &mut tx,
+        (request.operator, &locked, kind),
+        confirming,
+        &reason,
+    );
+    let four_eyes = match gate.await? {
+        four_eyes::Gate::Propose(expiry) => {
+            return four_eyes::propose(tx, &request, &locked, &reason, expiry).await;
         }
-        Action::RetrySameKey => retry_same_key(&mut tx, &locked, request.step).await?,
-        Action::AttachEvidence {
-            external_reference,
-            evidence,
-        } => {
-            attach_evidence(
-                &mut tx,
-                &request,
-                &locked,
-                &reason,
-                external_reference,
-                evidence,
-            )
-            .await?
-        }
-        Action::Waive {
-            residual_uncertainty,
-        } => waive(&mut tx, &request, &locked, &reason, residual_uncertainty).await?,
-        Action::AuthorizeAnotherAttempt {
-            acknowledged_duplicate_risk,
-        } => {
-            authorize_another_attempt(&mut tx, &request, &reason, *acknowledged_duplicate_risk)
-                .await?
-        }
-        Action::Cancel => cancel(&mut tx, &locked, request.step).await?,
-        Action::Replace { corrected_input } => {
-            replace_with_corrected_input(&mut tx, &locked, request.step, corrected_input.as_ref())
-                .await?
-        }
+        four_eyes::Gate::Take(confirmation) => confirmation,
     };
+    if request.action == Action::CheckDestination {
+        return check_destination(pool, tx, &request, &locked, &reason, now).await;
+    }
+    let actor = request.operator.actor();
+    let proposal = confirming.map(|p| p.id);
+    let (message, mut details, next_step) =
+        take(&mut tx, &request, &locked, &reason, proposal).await?;
+    if let Some(confirmation) = four_eyes {
+        details["four_eyes"] = confirmation;
+    }
     audit(
         &mut tx,
         actor,
@@ -168,6 +177,42 @@ pub async fn perform_at(
     Ok(Done {
         message,
         step: next_step,
+    })
+}
+
+/// Takes the action of `request` on the locked step, inside the action's transaction; a
+/// waiver or authorization names the `proposal` it carries out.
+async fn take(
+    conn: &mut PgConnection,
+    request: &Request<'_>,
+    locked: &StepFacts,
+    reason: &str,
+    proposal: Option<Uuid>,
+) -> Result<Outcome, ActionError> {
+    Ok(match &request.action {
+        Action::CheckDestination => unreachable!("checked before, outside this transaction"),
+        Action::RetrySameKey => retry_same_key(conn, locked, request.step).await?,
+        Action::AttachEvidence {
+            external_reference,
+            evidence,
+        } => attach_evidence(conn, request, locked, reason, external_reference, evidence).await?,
+        Action::Waive {
+            residual_uncertainty,
+        } => {
+            let waiving = (residual_uncertainty.as_str(), proposal);
+            waive(conn, request, locked, reason, waiving).await?
+        }
+        Action::AuthorizeAnotherAttempt {
+            acknowledged_duplicate_risk,
+        } => {
+            let acknowledged = (*acknowledged_duplicate_risk, proposal);
+            authorize_another_attempt(conn, request, reason, acknowledged).await?
+        }
+        Action::Cancel => cancel(conn, locked, request.step).await?,
+        Action::Replace { corrected_input } => {
+            replace_with_corrected_input(conn, locked, request.step, corrected_input.as_ref())
+                .await?
+        }
     })
 }
 
@@ -301,20 +346,13 @@ async fn waive(
     request: &Request<'_>,
     locked: &StepFacts,
     reason: &str,
-    residual_uncertainty: &str,
+    (residual_uncertainty, proposal): (&str, Option<Uuid>),
 ) -> Result<Outcome, ActionError> {
     let residual = required("The residual uncertainty", residual_uncertainty, 2000)?;
     let step = request.step;
     let id = Uuid::now_v7();
-    waiver::insert(
-        conn,
-        id,
-        step,
-        &request.operator.username,
-        reason,
-        &residual,
-    )
-    .await?;
+    let author = &request.operator.username;
+    waiver::insert(conn, id, step, (author, reason, &residual), proposal).await?;
     waiver::mark_step_waived(conn, step, id).await?;
     step::release_dependants(conn, locked.workflow_id).await?;
     workflow::announce(
@@ -340,7 +378,7 @@ async fn authorize_another_attempt(
     conn: &mut PgConnection,
     request: &Request<'_>,
     reason: &str,
-    acknowledged_duplicate_risk: bool,
+    (acknowledged_duplicate_risk, proposal): (bool, Option<Uuid>),
 ) -> Result<Outcome, ActionError> {
     if !acknowledged_duplicate_risk {
         return Err(ActionError::Invalid(
@@ -348,7 +386,8 @@ async fn authorize_another_attempt(
         ));
     }
     let id = Uuid::now_v7();
-    authorization::insert(conn, id, request.step, &request.operator.username, reason).await?;
+    let author = &request.operator.username;
+    authorization::insert(conn, id, request.step, (author, reason), proposal).await?;
     action::to_ready(conn, request.step).await?;
     Ok((
         "Another attempt is authorized; it will carry your authorization, and a second effect is possible.".into(),

@@ -76,6 +76,74 @@ pub async fn pause_workflow(
     })
 }
 
+/// The most workflows one bulk pause takes.
+pub const MAX_PAUSED_AT_ONCE: usize = 1_000;
+
+/// What a bulk pause did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PausedMany {
+    /// The workflows paused now.
+    pub paused: Vec<Uuid>,
+    /// Workflows left as they were: paused already, completed or cancelled, or unknown.
+    pub left: usize,
+    /// How many ready steps they held.
+    pub steps: usize,
+    pub message: String,
+}
+
+/// Pauses each of `workflows` that is neither settled nor paused already, in one transaction:
+/// a bulk pause over the rows a person or a program listed (docs/DESIGN.md §20). Each pause is
+/// audited on its workflow, as one alone would be.
+pub async fn pause_workflows(
+    pool: &PgPool,
+    operator: &Operator,
+    workflows: &[Uuid],
+    reason: &str,
+) -> Result<PausedMany, ActionError> {
+    let reason = admit_control(operator.role, Role::Operator, "Pausing workflows", reason)?;
+    if workflows.is_empty() || workflows.len() > MAX_PAUSED_AT_ONCE {
+        return Err(ActionError::Invalid(format!(
+            "A bulk pause takes between 1 and {MAX_PAUSED_AT_ONCE} workflows; {} were named.",
+            workflows.len()
+        )));
+    }
+    let mut ids = workflows.to_vec();
+    ids.sort();
+    ids.dedup();
+    let mut tx = pool.begin().await?;
+    lock_workflows(&mut tx, &ids).await?;
+    let (mut paused, mut steps) = (Vec::new(), 0);
+    for &workflow in &ids {
+        let by = operator.actor().label();
+        if let Pausing::Paused(_) = pause::pause(&mut tx, workflow, &by, &reason).await? {
+            let ready = held::ready_of(&mut tx, workflow).await?;
+            let held = held::hold(&mut tx, &ready).await?;
+            audit(
+                &mut tx,
+                operator,
+                AuditAction::WorkflowPause,
+                workflow,
+                &reason,
+                held,
+            )
+            .await?;
+            paused.push(workflow);
+            steps += held;
+        }
+    }
+    tx.commit().await?;
+    let left = ids.len() - paused.len();
+    Ok(PausedMany {
+        message: format!(
+            "Paused {} workflow(s): no step of them starts until each is resumed ({steps} held now; calls in flight settle). {left} left as they were (paused already, settled or unknown).",
+            paused.len()
+        ),
+        paused,
+        left,
+        steps,
+    })
+}
+
 /// Resumes `workflow`: its held steps go back to the queue (those whose adapter is held or
 /// unverified stay held). An operator or an approver may resume, with a reason.
 pub async fn resume_workflow(

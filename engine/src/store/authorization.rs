@@ -10,17 +10,17 @@ pub async fn insert(
     conn: &mut PgConnection,
     id: Uuid,
     step: Uuid,
-    author: &str,
-    reason: &str,
+    (author, reason): (&str, &str),
+    proposal: Option<Uuid>,
 ) -> sqlx::Result<()> {
-    // The literal keeps its original indentation: the offline query cache is keyed by its text.
     sqlx::query!(
-        r#"insert into operator_authorization (id, step_id, author, reason, acknowledged_duplicate_risk)
-                   values ($1, $2, $3, $4, true)"#,
+        r#"insert into operator_authorization (id, step_id, author, reason, acknowledged_duplicate_risk, proposal_id)
+           values ($1, $2, $3, $4, true, $5)"#,
         id,
         step,
         author,
         reason,
+        proposal,
     )
     .execute(conn)
     .await?;

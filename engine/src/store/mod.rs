@@ -27,6 +27,7 @@ pub mod outbox;
 pub mod pace;
 pub mod pause;
 pub mod projection;
+pub mod proposal;
 pub mod receipt;
 pub mod replacement;
 pub mod request;

@@ -31,6 +31,8 @@ pub struct NewToken<'a> {
     /// When set, the workflows it starts may call only these adapters (names, or patterns
     /// with one `*`).
     pub adapters: Option<&'a [String]>,
+    /// The person it is issued to: four eyes counts its actions as theirs.
+    pub on_behalf_of: Option<&'a str>,
 }
 
 /// What a live token may do, as [`verify`] finds it.
@@ -144,8 +146,9 @@ pub async fn create(
         return Err(TokenError::NameTaken(new.name.to_owned()));
     }
     sqlx::query!(
-        r#"insert into api_token (id, name, token_hash, role, creation_key_prefix, may_configure, adapters)
-           values ($1, $2, $3, $4, $5, $6, $7)"#,
+        r#"insert into api_token (id, name, token_hash, role, creation_key_prefix, may_configure, adapters,
+                                  on_behalf_of)
+           values ($1, $2, $3, $4, $5, $6, $7, $8)"#,
         Uuid::now_v7(),
         new.name,
         hash(&secret),
@@ -153,6 +156,7 @@ pub async fn create(
         new.creation_key_prefix,
         new.may_configure,
         new.adapters,
+        new.on_behalf_of,
     )
     .execute(&mut *tx)
     .await?;
@@ -162,6 +166,7 @@ pub async fn create(
         "creation_key_prefix": new.creation_key_prefix,
         "may_configure": new.may_configure,
         "adapters": new.adapters,
+        "on_behalf_of": new.on_behalf_of,
     });
     journal::audit_unattached(&mut tx, actor, AuditAction::TokenCreate, None, details).await?;
     tx.commit().await?;

@@ -9,17 +9,18 @@ pub async fn insert(
     conn: &mut PgConnection,
     id: Uuid,
     step: Uuid,
-    author: &str,
-    reason: &str,
-    residual: &str,
+    (author, reason, residual): (&str, &str, &str),
+    proposal: Option<Uuid>,
 ) -> sqlx::Result<()> {
     sqlx::query!(
-        r#"insert into waiver (id, step_id, author, reason, residual_uncertainty) values ($1, $2, $3, $4, $5)"#,
+        r#"insert into waiver (id, step_id, author, reason, residual_uncertainty, proposal_id)
+           values ($1, $2, $3, $4, $5, $6)"#,
         id,
         step,
         author,
         reason,
         residual,
+        proposal,
     )
     .execute(conn)
     .await?;

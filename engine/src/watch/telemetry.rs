@@ -95,7 +95,7 @@ async fn incidents_and_violations(pool: &PgPool, f: &mut Figures) -> sqlx::Resul
 }
 
 /// Open alerts by rule, the outbox events not yet handed to every consumer, the adapters held
-/// and limited, the workflows paused and the notes written.
+/// and limited, the proposals waiting, the workflows paused and the notes written.
 async fn alerts_and_outbox(pool: &PgPool, f: &mut Figures) -> sqlx::Result<()> {
     for (rule, n) in metrics::open_alerts_by_rule(pool).await? {
         f.gauges
@@ -128,6 +128,9 @@ async fn alerts_and_outbox(pool: &PgPool, f: &mut Figures) -> sqlx::Result<()> {
             }
         }
     }
+    let proposals = crate::store::proposal::waiting_count(pool).await?;
+    f.gauges
+        .push(labelled("z29c_proposals_waiting", &[], proposals as f64));
     let paused = crate::store::pause::count(pool).await?;
     f.gauges
         .push(labelled("z29c_workflows_paused", &[], paused as f64));

@@ -12,6 +12,7 @@ mod contract_suite;
 mod data_adapter;
 mod definitions;
 mod embedded_pg;
+mod four_eyes;
 mod hold;
 mod indexes;
 mod intake;

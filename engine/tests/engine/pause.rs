@@ -8,7 +8,7 @@ use destinations::Kind;
 use engine::domain::Role;
 use engine::recovery::ActionError;
 use engine::recovery::hold::{hold_adapter, resume_adapter};
-use engine::recovery::pause::{pause_workflow, resume_workflow};
+use engine::recovery::pause::{pause_workflow, pause_workflows, resume_workflow};
 use engine::store::journal::Actor;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -205,4 +205,46 @@ async fn a_step_that_becomes_ready_while_its_workflow_is_paused_is_held_when_cla
     let olga = person("olga", Role::Operator);
     resume_workflow(&h.pool, &olga, w, "go").await.unwrap();
     h.drive_until(w, "deliver", "succeeded").await;
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_bulk_pause_pauses_each_listed_workflow_that_can_be_and_leaves_the_rest(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
+    let olga = person("olga", Role::Operator);
+    let done = h.start("bulk-3").await;
+    h.drive_until(done, "notify", "succeeded").await;
+    let (first, second) = (h.start("bulk-1").await, h.start("bulk-2").await);
+    pause_workflow(&h.pool, &olga, second, "asked first")
+        .await
+        .unwrap();
+
+    let viewer = person("vic", Role::Viewer);
+    let refused = pause_workflows(&h.pool, &viewer, &[first], "outage").await;
+    assert!(
+        matches!(refused, Err(ActionError::Forbidden(_))),
+        "{refused:?}"
+    );
+    let none = pause_workflows(&h.pool, &olga, &[], "outage").await;
+    assert!(matches!(none, Err(ActionError::Invalid(_))), "{none:?}");
+
+    let paused = pause_workflows(
+        &h.pool,
+        &olga,
+        &[first, second, done, first],
+        "the partner is down",
+    )
+    .await
+    .unwrap();
+    assert_eq!(paused.paused, [first], "only the one that could be");
+    assert_eq!(paused.left, 2, "paused already, completed");
+    for w in [first, second] {
+        assert_eq!(h.step(w, "deliver").await.0, "held");
+    }
+    h.drive_for(Duration::from_millis(200)).await;
+    assert_eq!(h.effects(&Harness::key(first, "deliver")).await, 0);
+    let audit = audited(&h.pool, "workflow_pause", first).await;
+    assert_eq!(
+        audit,
+        [("olga".to_owned(), Some("the partner is down".to_owned()))]
+    );
 }

@@ -34,6 +34,10 @@ pub enum OpsCommand {
     /// Override an adapter's outbound limits for this deployment (an approver): requests per
     /// second and calls in flight, across every worker process; `--clear` restores its file's.
     Limit(LimitArgs),
+    /// Confirm or decline an action another approver proposed, where an adapter's file says it
+    /// needs two (an approver other than the proposer).
+    #[command(subcommand)]
+    Proposal(ProposalCommand),
     /// Leave a note on a workflow, a step or an incident for the next person (an operator):
     /// shown in the timeline and the audit log; it changes no state.
     Note(NoteArgs),
@@ -107,7 +111,26 @@ pub struct LimitArgs {
     pub acting: Adapting,
 }
 
-/// Who holds, resumes or limits an adapter, and why.
+/// `z29c proposal confirm|decline ID --as NAME --reason …`.
+#[derive(Debug, Subcommand)]
+pub enum ProposalCommand {
+    /// Take the proposed action, as its second approver.
+    Confirm {
+        /// The proposal's id (on the step's page, or `z29c step show --json`).
+        id: Uuid,
+        #[command(flatten)]
+        acting: Adapting,
+    },
+    /// Decline it: nothing is done to the step.
+    Decline {
+        /// The proposal's id.
+        id: Uuid,
+        #[command(flatten)]
+        acting: Adapting,
+    },
+}
+
+/// Who holds, resumes or limits an adapter, or decides a proposal, and why.
 #[derive(Debug, clap::Args)]
 pub struct Adapting {
     /// The enabled operator (an approver) it is done and audited as.
@@ -154,12 +177,16 @@ impl OpsCommand {
             OpsCommand::Workflow(
                 WorkflowCommand::Cancel { acting, .. }
                 | WorkflowCommand::Pause { acting, .. }
-                | WorkflowCommand::Resume { acting, .. },
+                | WorkflowCommand::Resume { acting, .. }
+                | WorkflowCommand::PauseMatching { acting, .. },
             ) => &acting.database,
             OpsCommand::Bulk(BulkCommand::Stop { database, .. }) => database,
             OpsCommand::Hold(args) => &args.acting.database,
             OpsCommand::Resume(args) => &args.acting.database,
             OpsCommand::Limit(args) => &args.acting.database,
+            OpsCommand::Proposal(
+                ProposalCommand::Confirm { acting, .. } | ProposalCommand::Decline { acting, .. },
+            ) => &acting.database,
             OpsCommand::Note(args) => &args.database,
         }
     }
@@ -365,6 +392,24 @@ pub enum WorkflowCommand {
     /// Resume a paused workflow: its held steps go back to the queue (operator).
     Resume {
         id: Uuid,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// Pause every workflow a filter matches, as `workflow list` with the same filter shows
+    /// them (at most 1,000, newest first), in one transaction (operator).
+    PauseMatching {
+        /// pending, running or needs_review (settled workflows have nothing left to pause).
+        #[arg(long, value_parser = workflow_state)]
+        state: Option<WorkflowState>,
+        /// A definition's name (every version).
+        #[arg(long)]
+        definition: Option<String>,
+        /// Workflows with a step that calls this adapter.
+        #[arg(long)]
+        adapter: Option<String>,
+        /// Workflows created more than this many minutes ago.
+        #[arg(long, value_name = "MINUTES", value_parser = clap::value_parser!(u32))]
+        older_than: Option<u32>,
         #[command(flatten)]
         acting: Acting,
     },

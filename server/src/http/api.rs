@@ -40,12 +40,13 @@ pub fn routes() -> Router<AppState> {
 /// The API's handlers, each with its OpenAPI operation.
 fn documented() -> OpenApiRouter<AppState> {
     use super::files_api as files;
-    use super::ops::{adapters, audit, bulk, incidents, notes, queue, steps, workflows};
+    use super::ops::{adapters, audit, bulk, incidents, notes, proposals, queue, steps, workflows};
     OpenApiRouter::with_openapi(<ApiDoc as utoipa::OpenApi>::openapi())
         .routes(routes!(start, workflows::list))
         .routes(routes!(status))
         .routes(routes!(workflows::cancel))
         .routes(routes!(workflows::pause))
+        .routes(routes!(workflows::pause_many))
         .routes(routes!(workflows::resume))
         .routes(routes!(notes::on_workflow, notes::list))
         .routes(routes!(notes::on_step))
@@ -60,6 +61,8 @@ fn documented() -> OpenApiRouter<AppState> {
         .routes(routes!(queue::queue))
         .routes(routes!(steps::show))
         .routes(routes!(steps::act))
+        .routes(routes!(proposals::confirm))
+        .routes(routes!(proposals::decline))
         .routes(routes!(incidents::list))
         .routes(routes!(incidents::show))
         .routes(routes!(incidents::resolve))

@@ -11,6 +11,7 @@ mod incident;
 pub mod listing;
 mod note;
 pub mod print;
+mod proposal;
 mod queue;
 mod step;
 mod workflow;
@@ -153,6 +154,7 @@ pub async fn execute(pool: &PgPool, command: OpsCommand, io: &mut Io<'_>) -> any
         OpsCommand::Resume(args) => hold::resume(pool, &args, io).await,
         OpsCommand::Limit(args) => hold::limit(pool, &args, io).await,
         OpsCommand::Note(args) => note::write(pool, &args, io).await,
+        OpsCommand::Proposal(command) => proposal::run(pool, command, io).await,
     };
     match ran {
         Ok(()) => Ok(Exit::Done),

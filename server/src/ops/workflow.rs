@@ -48,7 +48,67 @@ pub(super) async fn run(
         }
         WorkflowCommand::Pause { id, acting } => pause(pool, id, &acting, false, io).await,
         WorkflowCommand::Resume { id, acting } => pause(pool, id, &acting, true, io).await,
+        WorkflowCommand::PauseMatching {
+            state,
+            definition,
+            adapter,
+            older_than,
+            acting,
+        } => {
+            let query = WorkflowQuery {
+                state,
+                definition,
+                adapter,
+                created_before: older_than
+                    .map(|minutes| Utc::now() - chrono::Duration::minutes(i64::from(minutes))),
+                creation_key: None,
+                request_key: None,
+                external_reference: None,
+                creation_key_prefix: None,
+                after: None,
+                limit: workflows::MAX_PAGE,
+            };
+            pause_matching(pool, query, &acting, io).await
+        }
     }
+}
+
+/// Pauses the workflows `query` matches, page by page up to the bulk pause's bound.
+async fn pause_matching(
+    pool: &PgPool,
+    mut query: WorkflowQuery,
+    acting: &Acting,
+    io: &mut Io<'_>,
+) -> Result<(), Stop> {
+    use engine::recovery::pause::{MAX_PAUSED_AT_ONCE, pause_workflows};
+    let operator = operator(pool, &acting.operator).await?;
+    let mut matching = Vec::new();
+    while matching.len() < MAX_PAUSED_AT_ONCE {
+        let page = workflows::list(pool, &query).await?;
+        matching.extend(page.workflows.iter().map(|w| w.id));
+        match page.next {
+            Some(next) => query.after = Some(next),
+            None => break,
+        }
+    }
+    matching.truncate(MAX_PAUSED_AT_ONCE);
+    if matching.is_empty() {
+        return Err(Stop::Refused(
+            "No workflow matches: nothing was paused.".into(),
+        ));
+    }
+    let done = pause_workflows(pool, &operator, &matching, &acting.reason)
+        .await
+        .map_err(|e| refusal(e, "No workflow matches."))?;
+    if acting.output.json {
+        let document = json!({
+            "message": done.message, "paused": done.paused, "left": done.left, "steps": done.steps,
+        });
+        print::json(io.out, &document)?;
+    } else {
+        writeln!(io.out, "{}", done.message)?;
+    }
+    Ok(())
 }
 
 /// Pauses workflow `id`, or resumes it.

@@ -34,6 +34,7 @@ pub(crate) async fn token(pool: &PgPool, name: &str, role: Role, prefix: Option<
         creation_key_prefix: prefix,
         may_configure: false,
         adapters: None,
+        on_behalf_of: None,
     };
     engine::store::token::create(pool, &new, Actor::Engine("test"))
         .await

@@ -313,6 +313,7 @@ async fn token_and_user_lists_print_one_json_object_per_line(pool: PgPool) {
         creation_key_prefix: Some("bot-"),
         may_configure: false,
         adapters: None,
+        on_behalf_of: None,
     };
     engine::store::token::create(&pool, &new, engine::store::journal::Actor::Engine("test"))
         .await

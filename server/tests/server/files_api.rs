@@ -19,6 +19,7 @@ async fn deployer(pool: &PgPool, name: &str) -> String {
         creation_key_prefix: None,
         may_configure: true,
         adapters: None,
+        on_behalf_of: None,
     };
     engine::store::token::create(pool, &new, Actor::Engine("test"))
         .await
@@ -134,6 +135,7 @@ async fn a_prefixed_token_reads_no_configuration_and_none_may_configure(pool: Pg
         creation_key_prefix: Some("team-a-"),
         may_configure: true,
         adapters: None,
+        on_behalf_of: None,
     };
     let refused = engine::store::token::create(&pool, &scoped_deployer, Actor::Engine("test"))
         .await

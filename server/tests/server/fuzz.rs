@@ -627,6 +627,7 @@ async fn no_malformed_or_random_body_makes_the_server_fail_or_write(pool: PgPool
         creation_key_prefix: None,
         may_configure: true,
         adapters: None,
+        on_behalf_of: None,
     };
     let token = engine::store::token::create(&pool, &token, Actor::Engine("fuzz"))
         .await

@@ -117,6 +117,7 @@ async fn every_api_route_answers_spoiled_requests_with_a_json_refusal_and_never_
         creation_key_prefix: None,
         may_configure: true,
         adapters: None,
+        on_behalf_of: None,
     };
     let token = engine::store::token::create(&pool, &new, Actor::Engine("fuzz"))
         .await

@@ -121,6 +121,7 @@ async fn a_hold_is_refused_to_operators_prefixed_tokens_other_adapters_and_no_re
             creation_key_prefix: None,
             may_configure: false,
             adapters: Some(&mail),
+            on_behalf_of: None,
         },
         Actor::Engine("test"),
     )

@@ -87,10 +87,52 @@ pub(super) fn check(spec: &AdapterSpec, source: &str) -> Result<(), FileError> {
             ));
         }
     }
+    if let Some(four_eyes) = &spec.four_eyes {
+        four_eyes_check(four_eyes, source)?;
+    }
     if let Some(problem) = spec.limits.and_then(|l| l.problem()) {
         return Err(FileError::at(
             line_of(source, "limits:"),
             format!("limits.{problem}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Only the actions that move money without proof may need two approvers, and a proposal
+/// waits between a minute and a week.
+fn four_eyes_check(four_eyes: &super::FourEyes, source: &str) -> Result<(), FileError> {
+    use crate::domain::OperatorAction;
+    const TWO_APPROVERS: [OperatorAction; 2] = [
+        OperatorAction::Waive,
+        OperatorAction::AuthorizeAnotherAttempt,
+    ];
+    if four_eyes.actions.is_empty() {
+        return Err(FileError::at(
+            line_of(source, "four_eyes:"),
+            "four_eyes.actions names no action",
+        ));
+    }
+    if let Some(other) = four_eyes
+        .actions
+        .iter()
+        .find(|a| !TWO_APPROVERS.contains(a))
+    {
+        return Err(FileError::at(
+            line_of(source, "actions:"),
+            format!(
+                "four_eyes.actions: {} cannot need two approvers; waive and authorize_another_attempt can",
+                other.name()
+            ),
+        ));
+    }
+    let expiry = four_eyes.expires_after.0;
+    if expiry < std::time::Duration::from_secs(60)
+        || expiry > std::time::Duration::from_secs(7 * 86_400)
+    {
+        return Err(FileError::at(
+            line_of(source, "expires_after:"),
+            "four_eyes.expires_after must be between 1m and 7d",
         ));
     }
     Ok(())

@@ -9,6 +9,7 @@ pub(super) mod audit;
 pub(super) mod bulk;
 pub(super) mod incidents;
 pub(super) mod notes;
+pub(super) mod proposals;
 pub(super) mod queue;
 pub(super) mod steps;
 pub(super) mod workflows;

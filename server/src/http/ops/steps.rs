@@ -99,7 +99,7 @@ pub(crate) async fn show(
 }
 
 /// The evidence of step `id` if the token may see it; 404 otherwise, as for a missing step.
-async fn visible_evidence(
+pub(super) async fn visible_evidence(
     client: &ApiClient,
     pool: &PgPool,
     id: Uuid,

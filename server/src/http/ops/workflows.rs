@@ -221,6 +221,72 @@ pub(crate) async fn resume(
     Ok(Json(done.into()))
 }
 
+/// The workflows a bulk pause names, and why.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PauseManyBody {
+    /// Why, for the audit log of each (required).
+    reason: String,
+    /// The workflows to pause (1 to 1,000): those `GET /api/v1/workflows` listed for a filter.
+    workflows: Vec<Uuid>,
+}
+
+/// What a bulk pause did.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct PausedManyBody {
+    message: String,
+    /// The workflows paused now.
+    paused: Vec<Uuid>,
+    /// Those left as they were: paused already, completed or cancelled.
+    left: usize,
+    /// How many ready steps they held at once.
+    steps: usize,
+}
+
+/// Pauses many workflows at once — those a filter listed — in one transaction: each that is
+/// neither settled nor paused already is paused and audited as one alone would be.
+#[utoipa::path(
+    post,
+    path = "/api/v1/workflows/pause",
+    operation_id = "pause_workflows",
+    request_body = PauseManyBody,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Paused", body = PausedManyBody),
+        (status = 403, description = "A viewer token", body = crate::http::client::ErrorBody),
+        (status = 404, description = "A workflow that does not exist or is outside the token's prefix", body = crate::http::client::ErrorBody),
+        (status = 422, description = "No reason, no workflow or more than 1,000, or a malformed body", body = crate::http::client::ErrorBody),
+    )
+)]
+pub(crate) async fn pause_many(
+    client: ApiClient,
+    State(pool): State<PgPool>,
+    body: Result<Json<PauseManyBody>, JsonRejection>,
+) -> Result<Json<PausedManyBody>, ApiError> {
+    at_least(&client, Role::Operator, "pause workflows")?;
+    let Json(body) = body?;
+    if scoped(&client) {
+        for &id in body
+            .workflows
+            .iter()
+            .take(engine::recovery::pause::MAX_PAUSED_AT_ONCE)
+        {
+            visible(&client, &pool, id).await?;
+        }
+    }
+    let operator = Operator::token(&client.0);
+    let done =
+        engine::recovery::pause::pause_workflows(&pool, &operator, &body.workflows, &body.reason)
+            .await
+            .map_err(refusal)?;
+    Ok(Json(PausedManyBody {
+        message: done.message,
+        paused: done.paused,
+        left: done.left,
+        steps: done.steps,
+    }))
+}
+
 impl From<engine::recovery::pause::Paused> for PausedBody {
     fn from(p: engine::recovery::pause::Paused) -> Self {
         PausedBody {
