@@ -5,8 +5,9 @@
 create table proposal (
     id              uuid primary key,
     step_id         uuid not null references step (id),
-    action          operator_action not null check (action in ('waive', 'authorize_another_attempt')),
-    -- What the action needs besides a reason (the residual uncertainty of a waiver).
+    action          operator_action not null check (action in ('waive', 'authorize_another_attempt', 'resolve_incident')),
+    -- What the action needs besides a reason (the residual uncertainty of a waiver; the
+    -- incident and the canonical result of accepting a duplicate as unresolved).
     params          jsonb not null default '{}',
     -- The person behind the proposal: an operator, or the account a token acts for.
     proposed_by     text not null,

@@ -41,9 +41,16 @@ pub fn view_of(
     ProposalView {
         id: p.id.to_string(),
         action: p.action.label().to_owned(),
-        carries: p.params["residual_uncertainty"]
-            .as_str()
-            .map(|r| format!("Residual uncertainty: {r}")),
+        carries: match (
+            p.params["residual_uncertainty"].as_str(),
+            p.params["canonical"].as_str(),
+        ) {
+            (Some(r), _) => Some(format!("Residual uncertainty: {r}")),
+            (None, Some(c)) => Some(format!(
+                "{c} stands; the other effects are accepted as unresolved."
+            )),
+            (None, None) => None,
+        },
         expired: p.expires_at <= chrono::Utc::now(),
         may_decide: operator.role >= engine::domain::Role::Approver
             && operator.username != p.proposed_by,

@@ -12,9 +12,10 @@ use serde::{Deserialize, Serialize};
 pub const MAX_REQUESTS_PER_SECOND: f64 = 10_000.0;
 pub const MAX_IN_FLIGHT: u32 = 10_000;
 
-/// Calls are spaced 5% wider than the rate asks: a send leaves up to 50 ms after its moment
-/// (a commit, a connection), and no one-second window then holds more than the limit.
-const SPACING_MARGIN: f64 = 1.05;
+/// Calls are spaced 10% wider than the rate asks: what the provider's clock records may bunch
+/// sends by up to 100 ms (a connection, its own queue), and no one-second window then holds
+/// more than the limit (measured: 5% left 105 calls in the busiest second at a limit of 100).
+const SPACING_MARGIN: f64 = 1.10;
 
 /// How far ahead one claim hands out moments to leave at; a call waits at most this long in
 /// its worker, under its lease.
@@ -152,7 +153,7 @@ mod tests {
         assert_eq!(s.admitted.len(), 10);
         assert_eq!(s.admitted[0], Duration::ZERO);
         let gap = s.admitted[1] - s.admitted[0];
-        assert!(gap > Duration::from_millis(100) && gap < Duration::from_millis(110));
+        assert!(gap > Duration::from_millis(100) && gap < Duration::from_millis(115));
         assert_eq!(s.postponed.len(), 40);
         assert!(s.postponed[0] >= s.next_after && s.postponed[1] > s.postponed[0]);
     }

@@ -72,61 +72,61 @@ async fn person(conn: &mut PgConnection, operator: &Operator) -> sqlx::Result<St
     })
 }
 
-/// Records `request` as a proposal instead of taking it; audited as `propose` on the step.
+/// An action about to become a proposal: who, on which locked step, what it carries.
+pub(super) struct Proposing<'a> {
+    pub operator: &'a Operator,
+    pub step: Uuid,
+    pub locked: &'a StepFacts,
+    pub kind: OperatorAction,
+    pub params: Value,
+}
+
+/// Records an action as a proposal instead of taking it; audited as `propose` on the step.
 pub(super) async fn propose(
     mut tx: Transaction<'_, Postgres>,
-    request: &Request<'_>,
-    locked: &StepFacts,
+    p: Proposing<'_>,
     reason: &str,
     expires_after: Duration,
 ) -> Result<Done, ActionError> {
-    let params = params_of(&request.action)?;
-    let proposed_by = person(&mut tx, request.operator).await?;
-    let proposed_as = request.operator.actor().label();
+    let proposed_by = person(&mut tx, p.operator).await?;
+    let proposed_as = p.operator.actor().label();
     let new = NewProposal {
-        step: request.step,
-        action: request.action.kind(),
-        params: &params,
+        step: p.step,
+        action: p.kind,
+        params: &p.params,
         proposed_by: &proposed_by,
         proposed_as: &proposed_as,
         reason,
-        step_version: locked.version,
+        step_version: p.locked.version,
         expires_after_secs: expires_after.as_secs_f64(),
     };
     let Some(made) = proposal::propose(&mut tx, &new).await? else {
-        let standing = proposal::waiting(&mut *tx, request.step).await?;
-        let by = standing.map(|p| format!(" by {}: {}", p.proposed_by, p.reason));
+        let standing = proposal::waiting(&mut *tx, p.step).await?;
+        let by = standing.map(|w| format!(" by {}: {}", w.proposed_by, w.reason));
         return Err(ActionError::Conflict(format!(
             "A proposal waits on this step already{}; confirm or decline it first.",
             by.unwrap_or_default()
         )));
     };
     let details = json!({
-        "proposal": made.id, "action": made.action.name(), "params": params,
+        "proposal": made.id, "action": made.action.name(), "params": p.params,
         "expires_at": made.expires_at,
     });
-    audit_on(
-        &mut tx,
-        request,
-        locked,
-        AuditAction::Propose,
-        reason,
-        details,
-    )
-    .await?;
+    let on = (p.operator, p.step, p.locked);
+    audit_on(&mut tx, on, AuditAction::Propose, reason, details).await?;
     tx.commit().await?;
     Ok(Done {
         message: format!(
-            "Proposed: {} needs a second approver, who must confirm it by {}.",
+            "Proposed: {} needs a second approver, who must confirm it on the step's page by {}.",
             made.action.label(),
             made.expires_at.format("%Y-%m-%d %H:%M UTC")
         ),
-        step: request.step,
+        step: p.step,
     })
 }
 
 /// What the proposed action needs besides a reason, checked as the action itself would.
-fn params_of(action: &Action) -> Result<Value, ActionError> {
+pub(super) fn params_of(action: &Action) -> Result<Value, ActionError> {
     Ok(match action {
         Action::Waive {
             residual_uncertainty,
@@ -176,6 +176,9 @@ pub async fn confirm(
     reason: &str,
 ) -> Result<Done, ActionError> {
     let (proposal, _) = admitted(pool, operator, id, "Confirming").await?;
+    if proposal.action == OperatorAction::ResolveIncident {
+        return super::resolve_incident_confirmed(pool, operator, &proposal, reason).await;
+    }
     let request = Request {
         operator,
         step: proposal.step,
@@ -210,22 +213,8 @@ pub async fn decline(
     )
     .await?;
     let details = json!({ "proposal": id, "action": proposal.action.name(), "proposed_by": proposal.proposed_by });
-    let request = Request {
-        operator,
-        step: proposal.step,
-        seen_version: None,
-        reason: &reason,
-        action: action_of(&proposal),
-    };
-    audit_on(
-        &mut tx,
-        &request,
-        &locked,
-        AuditAction::DeclineProposal,
-        &reason,
-        details,
-    )
-    .await?;
+    let on = (operator, proposal.step, &locked);
+    audit_on(&mut tx, on, AuditAction::DeclineProposal, &reason, details).await?;
     tx.commit().await?;
     Ok(Done {
         message: format!(
@@ -310,8 +299,7 @@ async fn settle_confirmation(
 
 async fn audit_on(
     conn: &mut PgConnection,
-    request: &Request<'_>,
-    locked: &StepFacts,
+    (operator, step, locked): (&Operator, Uuid, &StepFacts),
     action: AuditAction,
     reason: &str,
     details: Value,
@@ -319,10 +307,10 @@ async fn audit_on(
     journal::audit(
         conn,
         &AuditEntry {
-            actor: request.operator.actor(),
+            actor: operator.actor(),
             action,
             workflow: Some(locked.workflow_id),
-            step: Some(request.step),
+            step: Some(step),
             reason: Some(reason),
             details,
         },

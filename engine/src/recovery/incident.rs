@@ -14,9 +14,12 @@ use crate::store::{compensation, step, workflow};
 
 use super::admit::{admit_role, required};
 use super::error::ActionError;
-use super::{Done, audit};
+use super::{Done, audit, four_eyes};
+use crate::store::proposal::Proposal;
 
-/// Resolves an open duplicate-effect incident: `canonical` is the result that stands.
+/// Resolves an open duplicate-effect incident: `canonical` is the result that stands. Accepting
+/// the others as unresolved becomes a proposal where the adapter's file asks for four eyes on
+/// `resolve_incident` (docs/DESIGN.md §20).
 pub async fn resolve_incident(
     pool: &PgPool,
     operator: &Operator,
@@ -24,6 +27,40 @@ pub async fn resolve_incident(
     canonical: &str,
     disposition: Disposition,
     reason: &str,
+) -> Result<Done, ActionError> {
+    resolve_with(
+        pool,
+        operator,
+        (incident, canonical, disposition),
+        reason,
+        None,
+    )
+    .await
+}
+
+/// Carries out a proposal to resolve an incident, as its second approver.
+pub(super) async fn resolve_confirmed(
+    pool: &PgPool,
+    operator: &Operator,
+    proposal: &Proposal,
+    reason: &str,
+) -> Result<Done, ActionError> {
+    let params = &proposal.params;
+    let incident = params["incident"]
+        .as_str()
+        .and_then(|id| Uuid::parse_str(id).ok())
+        .ok_or(ActionError::NotFound)?;
+    let canonical = params["canonical"].as_str().unwrap_or_default();
+    let resolving = (incident, canonical, Disposition::AcceptUnresolved);
+    resolve_with(pool, operator, resolving, reason, Some(proposal)).await
+}
+
+async fn resolve_with(
+    pool: &PgPool,
+    operator: &Operator,
+    (incident, canonical, disposition): (Uuid, &str, Disposition),
+    reason: &str,
+    confirming: Option<&Proposal>,
 ) -> Result<Done, ActionError> {
     let reason = required("A reason", reason, 2000)?;
     admit_role(operator.role, OperatorAction::ResolveIncident)?;
@@ -41,6 +78,13 @@ pub async fn resolve_incident(
             "The canonical result must be one of the incident's external references.".into(),
         ));
     }
+    let resolving = (incident, canonical, disposition, row.step_id);
+    let four_eyes = match accepting(&mut tx, operator, &locked, resolving, confirming, &reason)
+        .await?
+    {
+        Accepting::Take(confirmation) => confirmation,
+        Accepting::Propose(p, expiry) => return four_eyes::propose(tx, p, &reason, expiry).await,
+    };
     let withdrawals = match disposition {
         Disposition::Withdraw => {
             withdraw_others(
@@ -80,7 +124,8 @@ pub async fn resolve_incident(
         row.step_id,
         &reason,
         json!({ "incident": incident, "kind": row.kind, "canonical": canonical,
-                "disposition": disposition.recorded_as(), "withdrawal_steps": withdrawals }),
+                "disposition": disposition.recorded_as(), "withdrawal_steps": withdrawals,
+                "four_eyes": four_eyes }),
     )
     .await?;
     workflow::refresh_state(&mut tx, locked.workflow_id).await?;
@@ -89,6 +134,48 @@ pub async fn resolve_incident(
         message: resolved_in_words(disposition, canonical, withdrawals.len()),
         step: row.step_id,
     })
+}
+
+/// What four eyes says of a resolution.
+enum Accepting<'a> {
+    /// Take it; confirming a proposal, with what the audit entry records of it.
+    Take(Option<serde_json::Value>),
+    /// Propose it, to wait this long for a second approver.
+    Propose(four_eyes::Proposing<'a>, std::time::Duration),
+}
+
+/// Accepting the incident's other effects as unresolved needs a second approver where the
+/// adapter's file asks for four eyes on `resolve_incident`; withdrawing them never does.
+async fn accepting<'a>(
+    conn: &mut PgConnection,
+    operator: &'a Operator,
+    locked: &'a StepFacts,
+    (incident, canonical, disposition, step): (Uuid, &str, Disposition, Uuid),
+    confirming: Option<&Proposal>,
+    reason: &str,
+) -> Result<Accepting<'a>, ActionError> {
+    if disposition == Disposition::Withdraw {
+        return Ok(Accepting::Take(None));
+    }
+    let acting = (operator, locked, OperatorAction::ResolveIncident);
+    Ok(
+        match four_eyes::gate(conn, acting, confirming, reason).await? {
+            four_eyes::Gate::Take(confirmation) => Accepting::Take(confirmation),
+            four_eyes::Gate::Propose(expiry) => {
+                let params = json!({ "incident": incident, "canonical": canonical,
+                                 "disposition": disposition.recorded_as() });
+                let kind = OperatorAction::ResolveIncident;
+                let p = four_eyes::Proposing {
+                    operator,
+                    step,
+                    locked,
+                    kind,
+                    params,
+                };
+                Accepting::Propose(p, expiry)
+            }
+        },
+    )
 }
 
 /// Checks the incident is still open (the role was checked before any lock; there is no

@@ -124,6 +124,16 @@ async fn perform_confirmed(
     perform_with(pool, request, None, Some(proposal)).await
 }
 
+/// A proposal to resolve an incident, carried out by its second approver.
+async fn resolve_incident_confirmed(
+    pool: &PgPool,
+    operator: &Operator,
+    proposal: &Proposal,
+    reason: &str,
+) -> Result<Done, ActionError> {
+    incident::resolve_confirmed(pool, operator, proposal, reason).await
+}
+
 /// [`perform_at`]; an action that needs two approvers (docs/DESIGN.md §20) becomes a proposal
 /// unless it confirms one.
 async fn perform_with(
@@ -148,7 +158,14 @@ async fn perform_with(
     );
     let four_eyes = match gate.await? {
         four_eyes::Gate::Propose(expiry) => {
-            return four_eyes::propose(tx, &request, &locked, &reason, expiry).await;
+            let proposing = four_eyes::Proposing {
+                operator: request.operator,
+                step: request.step,
+                locked: &locked,
+                kind,
+                params: four_eyes::params_of(&request.action)?,
+            };
+            return four_eyes::propose(tx, proposing, &reason, expiry).await;
         }
         four_eyes::Gate::Take(confirmation) => confirmation,
     };

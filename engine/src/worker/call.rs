@@ -20,6 +20,12 @@ use crate::failpoint::{self, FaultPoint};
 use crate::store::step::{Claimed, Settle};
 use crate::watch::latency;
 
+/// How long before a paced call's moment its checkpoint 3 commits: more than that commit takes
+/// on a busy database (a commit waits for the disk), so the call leaves at its moment. A worker
+/// killed meanwhile leaves at most this long of the adapter's rate marked sent and unsent, for
+/// recovery by its contract.
+const CHECKPOINT_LEAD: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// A step taken into a batch.
 pub(super) enum Work {
     /// A pure step: its output is rendered here.
@@ -194,13 +200,19 @@ impl Worker {
     ) -> Result<StepReport, WorkerError> {
         // Calls in flight are bounded; a call whose contract needs its own checkpoint 3 takes
         // it only once it may go, so a crash leaves no more steps marked sent and unsent than
-        // there are calls in flight.
-        if let Some(at) = call.leave_at {
-            // Its adapter's rate gave it a moment to leave at (docs/DESIGN.md §20); checkpoint
-            // 3 waits for it too, so a hold taken meanwhile still stops the call.
-            tokio::time::sleep_until(at.into()).await;
+        // there are calls in flight. A paced call (docs/DESIGN.md §20) takes its checkpoint 3
+        // just before the moment its adapter's rate gave it — a hold taken meanwhile still
+        // stops it, and the commit's latency does not shift the send — and its place among the
+        // calls in flight at the moment itself, so calls waiting for theirs never delay another.
+        let leave_at = call.leave_at;
+        let mut permit = None;
+        match leave_at {
+            Some(at) => {
+                let lead = at.checked_sub(CHECKPOINT_LEAD).unwrap_or(at);
+                tokio::time::sleep_until(lead.into()).await;
+            }
+            None => permit = Some(self.calls.acquire().await),
         }
-        let permit = self.calls.acquire().await;
         let call = if call.invoked {
             call
         } else {
@@ -212,6 +224,10 @@ impl Worker {
             }
         };
         failpoint::hit(FaultPoint::AfterObligationCommit);
+        if let Some(at) = leave_at {
+            tokio::time::sleep_until(at.into()).await;
+            permit = Some(self.calls.acquire().await);
+        }
         let adapter_name = call.step.adapter.clone().unwrap_or_default();
         latency::claim_to_send(&adapter_name, claimed_at.elapsed());
         let sent = Instant::now();

@@ -270,3 +270,62 @@ async fn another_attempt_confirmed_by_a_second_approver_is_sent_carrying_the_pro
         "an action the file does not name needs one approver"
     );
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn accepting_a_duplicate_as_unresolved_waits_for_a_second_approver(pool: PgPool) {
+    use engine::domain::Disposition;
+    use engine::recovery::incident::resolve_incident;
+
+    let h = Harness::new(pool, Kind::Queryable, 300, 0).await;
+    needing_two_approvers(&h, Kind::Queryable, vec![OperatorAction::ResolveIncident]).await;
+    let (w, incident, references) = crate::operate::duplicate(&h, "four-eyes-dup").await;
+    let step = crate::operate::deliver_step(&h, w).await;
+    let alice = person("alice", Role::Approver);
+    let accept = Disposition::AcceptUnresolved;
+    let proposed = resolve_incident(
+        &h.pool,
+        &alice,
+        incident,
+        &references[0],
+        accept,
+        "both letters harm no one",
+    )
+    .await
+    .unwrap();
+    assert!(
+        proposed.message.starts_with("Proposed"),
+        "{}",
+        proposed.message
+    );
+    let open = || async {
+        sqlx::query_scalar::<_, bool>(
+            "select resolved_at is null from integrity_incident where id = $1",
+        )
+        .bind(incident)
+        .fetch_one(&h.pool)
+        .await
+        .unwrap()
+    };
+    assert!(open().await, "nothing was resolved yet");
+
+    let proposal = waiting_proposal(&h, step).await;
+    confirm(
+        &h.pool,
+        &person("bob", Role::Approver),
+        proposal,
+        "agreed with the customer",
+    )
+    .await
+    .unwrap();
+    assert!(!open().await, "resolved once a second approver confirmed");
+    let (actor, details): (String, serde_json::Value) = sqlx::query_as(
+        "select actor, details from audit where step_id = $1 and action = 'resolve_incident'",
+    )
+    .bind(step)
+    .fetch_one(&h.pool)
+    .await
+    .unwrap();
+    assert_eq!(actor, "bob");
+    assert_eq!(details["four_eyes"]["proposed_by"], "alice");
+    assert_eq!(details["canonical"], references[0]);
+}

@@ -15,6 +15,7 @@ use crate::api::call;
 use crate::cli::z29c;
 use crate::console::{action_form, fixture_review_step, form_action, input_value, signed_in};
 use crate::kept_forms::post_plain;
+use crate::ops_api::post_if_match;
 use server::ops::Exit;
 
 /// A step under review whose adapter's file says waiving needs two approvers.
@@ -165,6 +166,21 @@ async fn the_api_proposes_shows_the_proposal_and_refuses_a_token_issued_to_the_p
     assert_eq!(proposal, proposal_of(&pool, step).await.to_string());
 
     let confirm = format!("/api/v1/proposals/{proposal}/confirm");
+    let version = shown["version"].as_str().unwrap().to_owned();
+    let stale = format!("\"{}\"", version.parse::<i64>().unwrap() - 1);
+    let (status, _) = post_if_match(
+        &pool,
+        &confirm,
+        &tokens[2],
+        Some(&stale),
+        json!({"reason": "fine"}),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::PRECONDITION_FAILED,
+        "an If-Match of an older step"
+    );
     let reason = json!({"reason": "fine"}).to_string();
     let (status, refused) = call(
         &pool,

@@ -16,7 +16,7 @@ use crate::console::fixture_review_step;
 use crate::support::app;
 
 /// `POST uri` with `body`, bearer `secret` and, when given, `If-Match: version`.
-async fn post_if_match(
+pub(crate) async fn post_if_match(
     pool: &PgPool,
     uri: &str,
     secret: &str,

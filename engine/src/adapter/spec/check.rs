@@ -103,9 +103,10 @@ pub(super) fn check(spec: &AdapterSpec, source: &str) -> Result<(), FileError> {
 /// waits between a minute and a week.
 fn four_eyes_check(four_eyes: &super::FourEyes, source: &str) -> Result<(), FileError> {
     use crate::domain::OperatorAction;
-    const TWO_APPROVERS: [OperatorAction; 2] = [
+    const TWO_APPROVERS: [OperatorAction; 3] = [
         OperatorAction::Waive,
         OperatorAction::AuthorizeAnotherAttempt,
+        OperatorAction::ResolveIncident,
     ];
     if four_eyes.actions.is_empty() {
         return Err(FileError::at(
@@ -121,7 +122,7 @@ fn four_eyes_check(four_eyes: &super::FourEyes, source: &str) -> Result<(), File
         return Err(FileError::at(
             line_of(source, "actions:"),
             format!(
-                "four_eyes.actions: {} cannot need two approvers; waive and authorize_another_attempt can",
+                "four_eyes.actions: {} cannot need two approvers; waive, authorize_another_attempt and resolve_incident can",
                 other.name()
             ),
         ));

@@ -1,18 +1,18 @@
 //! `POST /api/v1/proposals/{id}/confirm` and `/decline`: the second approver of an action an
 //! adapter's file says needs two (docs/DESIGN.md §20), as the step page's forms and
 //! `z29c proposal` go. The proposal pins the step's version it was made on: a step that moved
-//! since answers 412, so no `If-Match` is needed.
+//! since answers 412; an `If-Match` (the version the confirmer read) is checked too.
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use engine::operators::Operator;
 use engine::recovery::four_eyes;
 use serde::Deserialize;
 use sqlx::PgPool;
 
-use super::steps::{DoneBody, visible_evidence};
+use super::steps::{DoneBody, if_match, visible_evidence};
 use super::{id_in, refusal, scoped};
 use crate::http::client::{ApiClient, ApiError, ErrorBody};
 
@@ -24,18 +24,27 @@ pub(crate) struct DecideBody {
     reason: String,
 }
 
-/// The proposal in the path, once the token may see its step.
+/// The proposal in the path, once the token may see its step and the step is still at the
+/// version `If-Match` names (when it names one).
 async fn proposal_of(
     client: &ApiClient,
     pool: &PgPool,
     id: Result<Path<String>, PathRejection>,
+    headers: &HeaderMap,
 ) -> Result<uuid::Uuid, ApiError> {
     let id = id_in(id, "proposal")?;
     let proposal = engine::store::proposal::get(pool, id)
         .await?
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("no proposal {id}")))?;
-    if scoped(client) {
-        visible_evidence(client, pool, proposal.step).await?;
+    let seen = if_match(headers)?;
+    if scoped(client) || seen.is_some() {
+        let step = visible_evidence(client, pool, proposal.step).await?;
+        if seen.is_some_and(|v| v != step.version) {
+            return Err(ApiError::new(
+                StatusCode::PRECONDITION_FAILED,
+                "the step moved since the version in If-Match; read it again",
+            ));
+        }
     }
     Ok(id)
 }
@@ -47,7 +56,10 @@ async fn proposal_of(
     post,
     path = "/api/v1/proposals/{id}/confirm",
     operation_id = "confirm_proposal",
-    params(("id" = String, Path, description = "Proposal id (a UUID), from the step's evidence")),
+    params(
+        ("id" = String, Path, description = "Proposal id (a UUID), from the step's evidence"),
+        ("If-Match" = Option<String>, Header, description = "The step's version as last read; 412 when it has moved"),
+    ),
     request_body = DecideBody,
     security(("bearer" = [])),
     responses(
@@ -63,9 +75,10 @@ pub(crate) async fn confirm(
     client: ApiClient,
     State(pool): State<PgPool>,
     id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
     body: Result<Json<DecideBody>, JsonRejection>,
 ) -> Result<Json<DoneBody>, ApiError> {
-    let id = proposal_of(&client, &pool, id).await?;
+    let id = proposal_of(&client, &pool, id, &headers).await?;
     let Json(body) = body?;
     let operator = Operator::token(&client.0);
     four_eyes::confirm(&pool, &operator, id, &body.reason)
@@ -94,9 +107,10 @@ pub(crate) async fn decline(
     client: ApiClient,
     State(pool): State<PgPool>,
     id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
     body: Result<Json<DecideBody>, JsonRejection>,
 ) -> Result<Json<DoneBody>, ApiError> {
-    let id = proposal_of(&client, &pool, id).await?;
+    let id = proposal_of(&client, &pool, id, &headers).await?;
     let Json(body) = body?;
     let operator = Operator::token(&client.0);
     four_eyes::decline(&pool, &operator, id, &body.reason)

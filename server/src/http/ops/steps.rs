@@ -221,7 +221,7 @@ pub(crate) async fn act(
 /// The version `If-Match` names (the strong tag `"123"`, or `123`); `None` without the header.
 /// A weak tag (`W/"123"`) is refused: it promises only an equivalent step, and an action needs
 /// the very one that was read (RFC 9110 §13.1.1).
-fn if_match(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
+pub(super) fn if_match(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
     let Some(value) = headers.get(header::IF_MATCH) else {
         return Ok(None);
     };
