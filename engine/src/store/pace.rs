@@ -132,11 +132,20 @@ pub async fn lock(conn: &mut PgConnection, name: &str) -> sqlx::Result<(Pace, f6
     )
     .execute(&mut *conn)
     .await?;
+    // The row lock first: a claim that waited for another's commit reads the clock after the
+    // wait, not before it (a reading from before would shift all its moments late, onto the
+    // next claim's).
+    sqlx::query!(
+        "select adapter from adapter_pace where adapter = $1 for update",
+        name
+    )
+    .fetch_one(&mut *conn)
+    .await?;
     let read = sqlx::query!(
         r#"with at as (select clock_timestamp() as at)
            select extract(epoch from at.at)::float8 as "at!",
                   extract(epoch from greatest(next_send_at, at.at) - at.at)::float8 as "secs!"
-           from adapter_pace, at where adapter = $1 for update of adapter_pace"#,
+           from adapter_pace, at where adapter = $1"#,
         name
     )
     .fetch_one(&mut *conn)
