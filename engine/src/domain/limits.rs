@@ -12,10 +12,11 @@ use serde::{Deserialize, Serialize};
 pub const MAX_REQUESTS_PER_SECOND: f64 = 10_000.0;
 pub const MAX_IN_FLIGHT: u32 = 10_000;
 
-/// Calls are spaced 10% wider than the rate asks: what the provider's clock records may bunch
-/// sends by up to 100 ms (a connection, its own queue), and no one-second window then holds
-/// more than the limit (measured: 5% left 105 calls in the busiest second at a limit of 100).
-const SPACING_MARGIN: f64 = 1.10;
+/// Calls are spaced 20% wider than the rate asks: between a call's moment and the provider's
+/// record of it, a busy machine (a descheduled worker, the provider's own queue) bunches calls
+/// by up to 150 ms, and no one-second window then holds more than the limit (measured on two
+/// shared cores: 10% left 102–106 calls in the busiest second at a limit of 100).
+const SPACING_MARGIN: f64 = 1.20;
 
 /// How far ahead one claim hands out moments to leave at; a call waits at most this long in
 /// its worker, under its lease.
@@ -150,11 +151,11 @@ mod tests {
     #[test]
     fn an_idle_adapter_admits_one_second_of_calls_spaced_wider_than_the_rate() {
         let s = schedule(rate(10.0), IDLE, 50);
-        assert_eq!(s.admitted.len(), 10);
+        assert_eq!(s.admitted.len(), 9, "0 ms, 120 ms, … 960 ms");
         assert_eq!(s.admitted[0], Duration::ZERO);
         let gap = s.admitted[1] - s.admitted[0];
-        assert!(gap > Duration::from_millis(100) && gap < Duration::from_millis(115));
-        assert_eq!(s.postponed.len(), 40);
+        assert!(gap > Duration::from_millis(100) && gap < Duration::from_millis(125));
+        assert_eq!(s.postponed.len(), 41);
         assert!(s.postponed[0] >= s.next_after && s.postponed[1] > s.postponed[0]);
     }
 

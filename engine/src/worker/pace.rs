@@ -2,7 +2,7 @@
 //! a limit, its pace row is locked (in name order, so two claims never wait on each other in a
 //! circle), [`crate::domain::limits::schedule`] admits what the rate and the places in flight
 //! allow, and the rest wait in the queue for their turn. A call admitted with a moment in the
-//! future takes its checkpoint 3 at that moment, not in the claim's commit.
+//! future takes its checkpoint 3 just before that moment (`call.rs`), not in the claim's commit.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
