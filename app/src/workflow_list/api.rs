@@ -48,22 +48,28 @@ pub async fn list_workflows(
     let operator = session::require(Role::Viewer).await?;
     let current = session::current().await?;
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
-    let invalid = |what: &str| ConsoleError::Invalid {
-        reason: format!("{what} is not valid here."),
+    let invalid = |what: &str| {
+        let what = engine::domain::words::displayable(what);
+        ConsoleError::Invalid {
+            reason: format!("`{what}` is not a filter this list knows."),
+        }
+        .answered()
     };
+    // Blank is no filter; a filter too long or with a NUL is refused in words.
+    let text = crate::review::api::text_filter;
     let blank = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
     let query = engine::read::workflows::WorkflowQuery {
         state: match blank(state) {
             None => None,
             Some(s) => Some(serde_json::from_value(s.clone().into()).map_err(|_| invalid(&s))?),
         },
-        definition: blank(definition),
-        adapter: blank(adapter),
+        definition: text(&definition)?,
+        adapter: text(&adapter)?,
         created_before: match blank(older_than) {
             None => None,
             Some(m) => {
-                let minutes: i64 = m.trim().parse().map_err(|_| invalid(&m))?;
-                Some(chrono::Utc::now() - chrono::Duration::minutes(minutes))
+                let minutes: u32 = m.trim().parse().map_err(|_| invalid(&m))?;
+                Some(chrono::Utc::now() - chrono::Duration::minutes(i64::from(minutes)))
             }
         },
         creation_key: None,
