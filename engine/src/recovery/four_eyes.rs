@@ -12,11 +12,10 @@ use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
 use super::admit::required;
-use super::{Action, ActionError, Done, Request};
+use super::{Action, ActionError, Done, Request, audit};
 use crate::domain::{AuditAction, OperatorAction, Role};
 use crate::operators::{Operator, Via};
 use crate::store::action::{self, StepFacts};
-use crate::store::journal::{self, AuditEntry};
 use crate::store::proposal::{self, NewProposal, Proposal};
 
 /// What four eyes says of an action about to be taken.
@@ -112,8 +111,17 @@ pub(super) async fn propose(
         "proposal": made.id, "action": made.action.name(), "params": p.params,
         "expires_at": made.expires_at,
     });
-    let on = (p.operator, p.step, p.locked);
-    audit_on(&mut tx, on, AuditAction::Propose, reason, details).await?;
+    let actor = p.operator.actor();
+    audit(
+        &mut tx,
+        actor,
+        AuditAction::Propose,
+        p.locked,
+        p.step,
+        reason,
+        details,
+    )
+    .await?;
     tx.commit().await?;
     Ok(Done {
         message: format!(
@@ -213,8 +221,17 @@ pub async fn decline(
     )
     .await?;
     let details = json!({ "proposal": id, "action": proposal.action.name(), "proposed_by": proposal.proposed_by });
-    let on = (operator, proposal.step, &locked);
-    audit_on(&mut tx, on, AuditAction::DeclineProposal, &reason, details).await?;
+    let (actor, action) = (operator.actor(), AuditAction::DeclineProposal);
+    audit(
+        &mut tx,
+        actor,
+        action,
+        &locked,
+        proposal.step,
+        &reason,
+        details,
+    )
+    .await?;
     tx.commit().await?;
     Ok(Done {
         message: format!(
@@ -295,25 +312,4 @@ async fn settle_confirmation(
         "proposal": now.id, "proposed_by": now.proposed_by, "proposed_as": now.proposed_as,
         "proposal_reason": now.reason, "confirmed_by": decider,
     }))
-}
-
-async fn audit_on(
-    conn: &mut PgConnection,
-    (operator, step, locked): (&Operator, Uuid, &StepFacts),
-    action: AuditAction,
-    reason: &str,
-    details: Value,
-) -> sqlx::Result<()> {
-    journal::audit(
-        conn,
-        &AuditEntry {
-            actor: operator.actor(),
-            action,
-            workflow: Some(locked.workflow_id),
-            step: Some(step),
-            reason: Some(reason),
-            details,
-        },
-    )
-    .await
 }

@@ -468,10 +468,11 @@ async fn replace_with_corrected_input(
     ))
 }
 
+/// The audit entry of an action on the locked step (an operator action, or a proposal's).
 async fn audit(
     conn: &mut PgConnection,
     actor: Actor<'_>,
-    action: OperatorAction,
+    action: impl Into<crate::domain::AuditAction>,
     locked: &StepFacts,
     step: Uuid,
     reason: &str,

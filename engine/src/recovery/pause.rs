@@ -55,17 +55,7 @@ pub async fn pause_workflow(
         }
         Pausing::Unknown => return Err(ActionError::NotFound),
     };
-    let ready = held::ready_of(&mut tx, workflow).await?;
-    let steps = held::hold(&mut tx, &ready).await?;
-    audit(
-        &mut tx,
-        operator,
-        AuditAction::WorkflowPause,
-        workflow,
-        &reason,
-        steps,
-    )
-    .await?;
+    let steps = hold_paused(&mut tx, operator, workflow, &reason).await?;
     tx.commit().await?;
     Ok(Paused {
         pause,
@@ -116,19 +106,8 @@ pub async fn pause_workflows(
     for &workflow in &ids {
         let by = operator.actor().label();
         if let Pausing::Paused(_) = pause::pause(&mut tx, workflow, &by, &reason).await? {
-            let ready = held::ready_of(&mut tx, workflow).await?;
-            let held = held::hold(&mut tx, &ready).await?;
-            audit(
-                &mut tx,
-                operator,
-                AuditAction::WorkflowPause,
-                workflow,
-                &reason,
-                held,
-            )
-            .await?;
+            steps += hold_paused(&mut tx, operator, workflow, &reason).await?;
             paused.push(workflow);
-            steps += held;
         }
     }
     tx.commit().await?;
@@ -179,6 +158,28 @@ pub async fn resume_workflow(
         steps,
         message: format!("Resumed: {steps} held steps went back to the queue."),
     })
+}
+
+/// What pausing `workflow` does once its row says so: its ready steps wait held at once, and
+/// the pause is audited on it. Returns how many steps it held.
+async fn hold_paused(
+    conn: &mut sqlx::PgConnection,
+    operator: &Operator,
+    workflow: Uuid,
+    reason: &str,
+) -> sqlx::Result<usize> {
+    let ready = held::ready_of(&mut *conn, workflow).await?;
+    let steps = held::hold(&mut *conn, &ready).await?;
+    audit(
+        conn,
+        operator,
+        AuditAction::WorkflowPause,
+        workflow,
+        reason,
+        steps,
+    )
+    .await?;
+    Ok(steps)
 }
 
 async fn audit(

@@ -23,8 +23,12 @@ fn limits(requests_per_second: Option<f64>, in_flight: Option<u32>) -> Limits {
 }
 
 /// Runs two workers on `h`'s database at once until every one of `workflows` completed (two
-/// calls each: the delivery and the notice).
-async fn two_workers_until_completed(h: &Harness, workflows: &[Uuid]) {
+/// calls each: the delivery and the notice); returns when the destination accepted each call,
+/// as its own ledger records it.
+async fn two_workers_until_completed(
+    h: &Harness,
+    workflows: &[Uuid],
+) -> Vec<chrono::DateTime<chrono::Utc>> {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut running = Vec::new();
     for worker in [h.another_worker("w-a").await, h.another_worker("w-b").await] {
@@ -48,6 +52,12 @@ async fn two_workers_until_completed(h: &Harness, workflows: &[Uuid]) {
     for r in running {
         r.await.unwrap();
     }
+    h.ledger()
+        .await
+        .deliveries
+        .iter()
+        .map(|d| d.accepted_at)
+        .collect()
 }
 
 async fn start_many(h: &Harness, tag: &str, n: usize) -> Vec<Uuid> {
@@ -73,15 +83,7 @@ async fn no_second_at_the_destination_sees_more_than_the_rate_two_workers_share(
     .await
     .unwrap();
     let workflows = start_many(&h, "rate", 5).await;
-    two_workers_until_completed(&h, &workflows).await;
-
-    let accepted: Vec<_> = h
-        .ledger()
-        .await
-        .deliveries
-        .iter()
-        .map(|d| d.accepted_at)
-        .collect();
+    let accepted = two_workers_until_completed(&h, &workflows).await;
     assert_eq!(accepted.len(), 10, "each call made once");
     for (i, start) in accepted.iter().enumerate() {
         let within = accepted[i..]
@@ -121,15 +123,7 @@ async fn an_in_flight_limit_of_one_sends_the_next_call_only_after_the_last_one_s
     )
     .times(4)]));
     let workflows = start_many(&h, "flight", 2).await;
-    two_workers_until_completed(&h, &workflows).await;
-
-    let accepted: Vec<_> = h
-        .ledger()
-        .await
-        .deliveries
-        .iter()
-        .map(|d| d.accepted_at)
-        .collect();
+    let accepted = two_workers_until_completed(&h, &workflows).await;
     assert_eq!(accepted.len(), 4, "each call made once");
     for pair in accepted.windows(2) {
         assert!(

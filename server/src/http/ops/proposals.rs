@@ -78,13 +78,7 @@ pub(crate) async fn confirm(
     headers: HeaderMap,
     body: Result<Json<DecideBody>, JsonRejection>,
 ) -> Result<Json<DoneBody>, ApiError> {
-    let id = proposal_of(&client, &pool, id, &headers).await?;
-    let Json(body) = body?;
-    let operator = Operator::token(&client.0);
-    four_eyes::confirm(&pool, &operator, id, &body.reason)
-        .await
-        .map(|done| Json(done.into()))
-        .map_err(refusal)
+    decide(client, pool, id, headers, body, true).await
 }
 
 /// Declines a proposal as its second approver: nothing is done to the step.
@@ -110,11 +104,25 @@ pub(crate) async fn decline(
     headers: HeaderMap,
     body: Result<Json<DecideBody>, JsonRejection>,
 ) -> Result<Json<DoneBody>, ApiError> {
+    decide(client, pool, id, headers, body, false).await
+}
+
+/// Confirms or declines the proposal in the path as the token, once it may.
+async fn decide(
+    client: ApiClient,
+    pool: PgPool,
+    id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Result<Json<DecideBody>, JsonRejection>,
+    confirming: bool,
+) -> Result<Json<DoneBody>, ApiError> {
     let id = proposal_of(&client, &pool, id, &headers).await?;
     let Json(body) = body?;
     let operator = Operator::token(&client.0);
-    four_eyes::decline(&pool, &operator, id, &body.reason)
-        .await
-        .map(|done| Json(done.into()))
-        .map_err(refusal)
+    let done = if confirming {
+        four_eyes::confirm(&pool, &operator, id, &body.reason).await
+    } else {
+        four_eyes::decline(&pool, &operator, id, &body.reason).await
+    };
+    done.map(|done| Json(done.into())).map_err(refusal)
 }
