@@ -24,10 +24,13 @@ pub enum FaultPoint {
     DuringCompensationAcceptance,
     /// Consumers took a batch of events; the publisher's cursor has not moved past it.
     DuringOutboxPublication,
+    /// The archiver's batch is durable in the archive; its tombstones and removals are not
+    /// committed yet.
+    AfterArchiveWrite,
 }
 
 /// Every failpoint, in protocol order.
-pub const POINTS: [FaultPoint; 7] = [
+pub const POINTS: [FaultPoint; 8] = [
     FaultPoint::AfterBatchClaim,
     FaultPoint::AfterObligationCommit,
     FaultPoint::AfterResponseBeforeObservation,
@@ -35,6 +38,7 @@ pub const POINTS: [FaultPoint; 7] = [
     FaultPoint::DuringStatusQuery,
     FaultPoint::DuringCompensationAcceptance,
     FaultPoint::DuringOutboxPublication,
+    FaultPoint::AfterArchiveWrite,
 ];
 
 impl FaultPoint {
@@ -48,6 +52,7 @@ impl FaultPoint {
             FaultPoint::DuringStatusQuery => "during_status_query",
             FaultPoint::DuringCompensationAcceptance => "during_compensation_acceptance",
             FaultPoint::DuringOutboxPublication => "during_outbox_publication",
+            FaultPoint::AfterArchiveWrite => "after_archive_write",
         }
     }
 }

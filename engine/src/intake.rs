@@ -36,6 +36,19 @@ pub enum Started {
     Created(WorkflowRow),
     /// The creation key was known and the input the same: the existing workflow.
     Existing(WorkflowRow),
+    /// The creation key started a workflow since archived, with the same input: its
+    /// tombstone (docs/DESIGN.md §21). A key is never taken twice.
+    Archived(crate::store::archive::Tombstone),
+}
+
+impl Started {
+    /// The workflow's id, whichever way it was answered.
+    pub fn id(&self) -> Uuid {
+        match self {
+            Started::Created(w) | Started::Existing(w) => w.id,
+            Started::Archived(t) => t.id,
+        }
+    }
 }
 
 /// Why a workflow was not started.
@@ -129,8 +142,15 @@ pub async fn start_workflow_within(
         let existing = workflow::by_creation_key(&mut tx, &new.creation_key)
             .await?
             .ok_or(sqlx::Error::RowNotFound)?;
-        return existing_or_conflict(existing, new, version, &digest);
+        return same_or_conflict(Started::Existing(existing), new, version, &digest);
     };
+    // Checked after the insert: an archiver committing meanwhile is seen here.
+    if let Some(archived) =
+        crate::store::archive::tombstone(&mut *tx, None, Some(&new.creation_key)).await?
+    {
+        tx.rollback().await?;
+        return same_or_conflict(Started::Archived(archived), new, version, &digest);
+    }
     let events = opening(&steps, started, state);
     let sentence = opening_sentence(&definition, &steps);
     record_opening(&mut tx, id, (state, revision), &steps, &events, sentence).await?;
@@ -207,26 +227,31 @@ fn refuse_unstorable(new: &NewWorkflow) -> Result<(), StartError> {
     Ok(())
 }
 
-/// A creation key seen before: the same workflow if definition and input digest agree, else a
-/// conflict that names both digests.
-fn existing_or_conflict(
-    existing: WorkflowRow,
+/// A creation key seen before, on a workflow in the hot tables or an archived one: that
+/// workflow if definition and input digest agree, else a conflict that names both digests.
+fn same_or_conflict(
+    seen: Started,
     new: NewWorkflow,
     version: i32,
     digest: &InputDigest,
 ) -> Result<Started, StartError> {
-    let same = existing.input_digest == digest.as_str()
-        && existing.definition_name == new.definition
-        && existing.definition_version == version;
-    if same {
-        Ok(Started::Existing(existing))
-    } else {
-        Err(StartError::CreationKeyConflict {
-            key: new.creation_key,
-            existing: existing.input_digest,
-            requested: digest.to_string(),
-        })
+    let (kept_digest, kept_definition, kept_version) = match &seen {
+        Started::Created(w) | Started::Existing(w) => {
+            (&w.input_digest, &w.definition_name, w.definition_version)
+        }
+        Started::Archived(t) => (&t.input_digest, &t.definition_name, t.definition_version),
+    };
+    if kept_digest == digest.as_str()
+        && *kept_definition == new.definition
+        && kept_version == version
+    {
+        return Ok(seen);
     }
+    Err(StartError::CreationKeyConflict {
+        existing: kept_digest.clone(),
+        key: new.creation_key,
+        requested: digest.to_string(),
+    })
 }
 
 /// Refuses an input holding an integer JSON does not carry exactly: rounded on the wire and

@@ -27,6 +27,8 @@ pub mod file_error;
 #[cfg(feature = "runtime")]
 pub mod adapter;
 #[cfg(feature = "runtime")]
+pub mod archive;
+#[cfg(feature = "runtime")]
 pub mod db;
 #[cfg(feature = "runtime")]
 pub mod diff;

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 use crate::database::DatabaseArgs;
 
+pub mod archive;
 pub mod ops;
 
 /// Z29C: durable workflows whose side effects cross a boundary no transaction covers.
@@ -30,6 +31,9 @@ pub(crate) enum Command {
     Destinations(DestinationArgs),
     /// Run workers only (many processes may share one database).
     Worker(WorkerArgs),
+    /// Retention and the archive: status, run now, show an archived workflow, verify.
+    #[command(subcommand)]
+    Archive(archive::ArchiveCommand),
     /// Apply pending database migrations and exit.
     Migrate(DatabaseArgs),
     /// Check the semantic invariants; exits 1 when one is violated that no incident records.
@@ -127,6 +131,8 @@ pub(crate) struct ServeArgs {
     pub(crate) workers: WorkerTuning,
     #[command(flatten)]
     pub(crate) observer: ObserverArgs,
+    #[command(flatten)]
+    pub(crate) retention: archive::RetentionArgs,
 }
 
 /// The outbox publisher, alerts and notifications every serving process runs.

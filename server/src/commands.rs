@@ -42,6 +42,7 @@ impl Cli {
                 Command::Render(args) => crate::files::render(args).await,
                 Command::User(command) => user(command).await.map(|()| ExitCode::SUCCESS),
                 Command::Check(args) => check(args).await,
+                Command::Archive(command) => crate::archive::run(command).await,
                 Command::Openapi => {
                     let document = crate::http::api::openapi_document();
                     println!("{}", serde_json::to_string_pretty(&document)?);

@@ -1,5 +1,6 @@
 //! The `z29c` binary's parts, in a library so tests can build the router and the commands.
 
+mod archive;
 pub mod cli;
 pub mod commands;
 pub mod database;

@@ -23,8 +23,15 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     } else {
         Exposure::Direct
     };
+    let archive =
+        engine::archive::ArchiveDir::open(&args.retention.archive_dir).with_context(|| {
+            format!(
+                "opening the archive at {}",
+                args.retention.archive_dir.display()
+            )
+        })?;
     let app = router_for(
-        AppState::new(database.pool.clone(), leptos_options),
+        AppState::new(database.pool.clone(), leptos_options).with_archive(archive.clone()),
         exposure,
     );
     let listener = tokio::net::TcpListener::bind(args.addr)
@@ -41,7 +48,12 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     } else {
         Some(spawn_worker(&database, &args.workers, stopped.clone()).await?)
     };
-    let services = Services::start(serving(&database.pool, &args.observer)?);
+    let mut services = serving(&database.pool, &args.observer)?;
+    services.push(Box::new(engine::archive::service(
+        engine::archive::Archiver::new(database.pool.clone(), archive, args.retention.policy()),
+        Duration::from_secs(args.retention.archive_every_secs),
+    )));
+    let services = Services::start(services);
     let resumed = engine::recovery::bulk::resume_all(&database.pool).await?;
     if resumed > 0 {
         tracing::info!(runs = resumed, "resuming unfinished bulk recovery runs");

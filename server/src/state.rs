@@ -1,6 +1,7 @@
 //! The state the router hands every handler: the pools and the console's Leptos options.
 
 use axum::extract::FromRef;
+use engine::archive::ArchiveDir;
 use engine::db::AnonymousPool;
 use leptos::prelude::LeptosOptions;
 use sqlx::PgPool;
@@ -12,15 +13,24 @@ pub struct AppState {
     /// The few connections sign-in may use (docs/DESIGN.md §15).
     pub anonymous: AnonymousPool,
     pub leptos_options: LeptosOptions,
+    /// Where archived workflows are read back from (docs/DESIGN.md §21).
+    pub archive: ArchiveDir,
 }
 
 impl AppState {
-    /// The state over `pool`, with the anonymous pool beside it.
+    /// The state over `pool`, with the anonymous pool beside it, reading archived workflows
+    /// from the default archive (`.z29c/archive`).
     pub fn new(pool: PgPool, leptos_options: LeptosOptions) -> Self {
         AppState {
             anonymous: AnonymousPool::beside(&pool),
             pool,
             leptos_options,
+            archive: ArchiveDir::at(".z29c/archive"),
         }
+    }
+
+    /// The same state, reading archived workflows from `archive`.
+    pub fn with_archive(self, archive: ArchiveDir) -> Self {
+        AppState { archive, ..self }
     }
 }

@@ -242,7 +242,15 @@ async fn store_compiled(
     }
     let digest = definition.source_digest.to_string();
     let mut tx = pool.begin().await?;
-    if store::insert(&mut *tx, &name, version, source, &digest, &by.label()).await? {
+    let new = store::NewDefinition {
+        name: &name,
+        version,
+        source,
+        digest: &digest,
+        applied_by: &by.label(),
+        retain_settled: definition.retain_settled(),
+    };
+    if store::insert(&mut *tx, new).await? {
         let before = store::newest_before(&mut *tx, &name, version).await?;
         let diff = crate::diff::unified_off_thread(
             before.as_ref().map(|(_, s)| s.clone()).unwrap_or_default(),

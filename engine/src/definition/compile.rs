@@ -69,6 +69,14 @@ impl Definition {
             let read = read.map_err(|e| template_error(what, &e))?;
             check_reads(&file, what, &read, None)?;
         }
+        if let Some(retention) = &file.retention {
+            crate::domain::retention::parse(&retention.settled).map_err(|e| {
+                FileError::about(
+                    retention.settled.clone(),
+                    format!("`retention.settled`: {e}"),
+                )
+            })?;
+        }
         if let Some(status) = &file.status_step
             && !steps.iter().any(|s| &s.logical == status)
         {
@@ -100,6 +108,13 @@ impl Definition {
     /// The steps, in the order the file lists them.
     pub fn steps(&self) -> &[StepSpec] {
         &self.steps
+    }
+
+    /// How long its settled workflows stay in the hot tables; `None`: the deployment's
+    /// default (docs/DESIGN.md §21).
+    pub fn retain_settled(&self) -> Option<std::time::Duration> {
+        let retention = self.file.retention.as_ref()?;
+        crate::domain::retention::parse(&retention.settled).ok()
     }
 
     /// The step the status page speaks of.

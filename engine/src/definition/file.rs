@@ -9,6 +9,7 @@
 //! input_schema: { type: object, required: [customer, amount], properties: { … } }
 //! normalize: { customer: "{{ input.customer | trim }}", amount: "{{ input.amount }}" }
 //! status_step: charge                      # the step the status page speaks of (default: the first external)
+//! retention: { settled: 90d }              # kept hot once settled (default: the deployment's)
 //! steps:
 //!   - name: charge
 //!     external:
@@ -51,7 +52,18 @@ pub struct DefinitionFile {
     /// The step whose state the status page speaks of; the first external step by default.
     #[serde(default)]
     pub status_step: Option<String>,
+    /// How long its settled workflows stay in the hot tables (docs/DESIGN.md §21).
+    #[serde(default)]
+    pub retention: Option<RetentionFile>,
     pub steps: Vec<StepFile>,
+}
+
+/// A definition's retention as written: `settled: 90d`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionFile {
+    /// How long a settled workflow stays before it is archived (`90d`).
+    pub settled: String,
 }
 
 /// One step as written.

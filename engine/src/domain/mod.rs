@@ -17,6 +17,7 @@ pub mod names;
 pub mod outcome;
 pub mod receipt;
 pub mod recovery;
+pub mod retention;
 mod state;
 mod step_kind;
 pub mod trust;

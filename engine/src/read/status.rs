@@ -44,6 +44,8 @@ pub struct WorkflowStatus {
     pub updated_at: DateTime<Utc>,
     /// An operator paused it: no step of it starts until it is resumed (docs/DESIGN.md §20).
     pub paused: Option<WorkflowPause>,
+    /// When it left the hot tables for the archive (docs/DESIGN.md §21); read back from there.
+    pub archived_at: Option<DateTime<Utc>>,
     pub steps: Vec<StepStatus>,
 }
 
@@ -86,6 +88,7 @@ pub async fn project_on(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
         created_at: workflow.created_at,
         updated_at: workflow.updated_at,
         paused: crate::store::pause::of(&mut *conn, id).await?,
+        archived_at: None,
         steps,
     }))
 }

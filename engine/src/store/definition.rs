@@ -12,28 +12,34 @@ pub struct DefinitionRow {
     pub applied_at: chrono::DateTime<chrono::Utc>,
 }
 
+/// A definition file about to be stored.
+#[derive(Debug, Clone, Copy)]
+pub struct NewDefinition<'a> {
+    pub name: &'a str,
+    pub version: i32,
+    pub source: &'a str,
+    pub digest: &'a str,
+    pub applied_by: &'a str,
+    /// The file's own retention of settled workflows (docs/DESIGN.md §21).
+    pub retain_settled: Option<std::time::Duration>,
+}
+
 /// Stores a definition file unless one is stored under its name and version; returns whether
 /// it was stored (false: another file, or this one, got there first).
-pub async fn insert<'e, E>(
-    executor: E,
-    name: &str,
-    version: i32,
-    source: &str,
-    digest: &str,
-    applied_by: &str,
-) -> sqlx::Result<bool>
+pub async fn insert<'e, E>(executor: E, new: NewDefinition<'_>) -> sqlx::Result<bool>
 where
     E: Executor<'e, Database = Postgres>,
 {
     let stored = sqlx::query!(
-        r#"insert into definition (name, version, source, digest, applied_by)
-           values ($1, $2, $3, $4, $5)
+        r#"insert into definition (name, version, source, digest, applied_by, retain_settled)
+           values ($1, $2, $3, $4, $5, make_interval(secs => $6))
            on conflict (name, version) do nothing"#,
-        name,
-        version,
-        source,
-        digest,
-        applied_by,
+        new.name,
+        new.version,
+        new.source,
+        new.digest,
+        new.applied_by,
+        new.retain_settled.map(|d| d.as_secs_f64()),
     )
     .execute(executor)
     .await?;

@@ -208,6 +208,7 @@ where
                select 'outbox.workflow_id -> workflow', e.event_id::text
                from outbox e where e.workflow_id is not null
                  and not exists (select 1 from workflow w where w.id = e.workflow_id)
+                 and not exists (select 1 from archived_workflow a where a.id = e.workflow_id)
                union all
                select 'status_projection.workflow_id -> workflow', p.workflow_id::text
                from status_projection p where not exists (select 1 from workflow w where w.id = p.workflow_id)

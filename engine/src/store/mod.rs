@@ -5,6 +5,7 @@ pub mod action;
 pub mod adapter;
 pub mod adapter_version;
 pub mod alert;
+pub mod archive;
 pub mod attempt;
 pub mod authorization;
 pub mod batch;

@@ -47,9 +47,7 @@ async fn start(
         version: None,
         input,
     };
-    match start_workflow(pool, new, Actor::Api("test")).await? {
-        engine::intake::Started::Created(w) | engine::intake::Started::Existing(w) => Ok(w.id),
-    }
+    Ok(start_workflow(pool, new, Actor::Api("test")).await?.id())
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]

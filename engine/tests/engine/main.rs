@@ -4,6 +4,7 @@
 mod adapter_body;
 mod adapter_file;
 mod alerts;
+mod archive;
 mod bounds;
 mod breaker;
 mod bulk;

@@ -5,7 +5,7 @@ use engine::embedded_pg::{APP_ROLE, Durability, EmbeddedPostgres};
 use sqlx::{Connection, PgConnection, PgPool};
 
 /// Statements the application role is refused, each with what it would have done.
-const REFUSED: [&str; 9] = [
+const REFUSED: [&str; 11] = [
     "truncate audit",
     "truncate step",
     "delete from audit",
@@ -15,6 +15,9 @@ const REFUSED: [&str; 9] = [
     "update adapter_version set source = source",
     "alter table step add column smuggled integer",
     "drop table audit",
+    // A tombstone only the archiver's function writes, so no evidence leaves without one.
+    "insert into archived_workflow select * from archived_workflow",
+    "delete from archived_workflow",
 ];
 
 /// Each statement of [`REFUSED`] is refused on `conn` for want of a privilege.

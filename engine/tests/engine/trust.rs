@@ -8,7 +8,7 @@ use destinations::{Config, Fault, FaultPlan, FaultRule, Match, Operation, Runnin
 use engine::adapter::apply::{self, Verified};
 use engine::adapter::registry::Adapters;
 use engine::domain::{Claim, OperatorAction, StepState, Trust, permitted_actions};
-use engine::intake::{NewWorkflow, Started, start_workflow};
+use engine::intake::{NewWorkflow, start_workflow};
 use engine::store::journal::Actor;
 use engine::worker::Worker;
 use serde_json::json;
@@ -125,9 +125,7 @@ pub(crate) async fn start(pool: &PgPool, order: &str) -> Uuid {
     )
     .await
     .unwrap();
-    match started {
-        Started::Created(w) | Started::Existing(w) => w.id,
-    }
+    started.id()
 }
 
 async fn state(pool: &PgPool, workflow: Uuid) -> (StepState, i32) {

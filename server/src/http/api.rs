@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::{Json, Router};
+use engine::archive::ArchiveDir;
 use engine::domain::Role;
 use engine::intake::{self, NewWorkflow, StartError, Started};
 use engine::store::journal::Actor;
@@ -178,6 +179,7 @@ struct StartBody {
 async fn start(
     client: ApiClient,
     State(pool): State<PgPool>,
+    State(archive): State<ArchiveDir>,
     body: Result<Json<StartBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let grant = &client.0;
@@ -215,8 +217,9 @@ async fn start(
         grant.adapters.as_deref(),
     );
     let (code, workflow) = match started.await {
-        Ok(Started::Created(w)) => (StatusCode::CREATED, w),
-        Ok(Started::Existing(w)) => (StatusCode::OK, w),
+        Ok(Started::Created(w)) => (StatusCode::CREATED, w.id),
+        Ok(Started::Existing(w)) => (StatusCode::OK, w.id),
+        Ok(Started::Archived(t)) => (StatusCode::OK, t.id),
         Err(StartError::Sqlx(e)) => return Err(e.into()),
         Err(e @ StartError::CreationKeyConflict { .. }) => {
             return Err(ApiError::new(StatusCode::CONFLICT, e.to_string()));
@@ -231,10 +234,30 @@ async fn start(
             ));
         }
     };
-    let projection = engine::read::status::project(&pool, workflow.id)
+    let projection = project(&pool, &archive, workflow)
         .await?
         .ok_or(sqlx::Error::RowNotFound)?;
     Ok((code, Json(projection)).into_response())
+}
+
+/// The status of workflow `id`: from the hot tables, else read back from the archive
+/// (docs/DESIGN.md §21), saying when it was archived.
+async fn project(
+    pool: &PgPool,
+    archive: &ArchiveDir,
+    id: Uuid,
+) -> Result<Option<engine::read::status::WorkflowStatus>, ApiError> {
+    if let Some(status) = engine::read::status::project(pool, id).await? {
+        return Ok(Some(status));
+    }
+    match engine::archive::show(pool, archive, id).await {
+        Ok(archived) => Ok(archived.map(|a| a.status())),
+        Err(engine::archive::ArchiveError::Sqlx(e)) => Err(e.into()),
+        Err(e) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("workflow {id} is archived, and its record cannot be read back: {e}"),
+        )),
+    }
 }
 
 /// The status projection of one workflow.
@@ -253,6 +276,7 @@ async fn start(
 async fn status(
     client: ApiClient,
     State(pool): State<PgPool>,
+    State(archive): State<ArchiveDir>,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let Path(id) = id.map_err(|_| {
@@ -268,7 +292,7 @@ async fn status(
         )
     })?;
     // Another prefix's workflow answers as a missing one: the token cannot probe for it.
-    match engine::read::status::project(&pool, id).await? {
+    match project(&pool, &archive, id).await? {
         Some(projection) if client.0.covers(&projection.creation_key) => {
             Ok(Json(projection).into_response())
         }

@@ -151,9 +151,7 @@ pub(crate) async fn fixture_review_step(
     )
     .await
     .unwrap();
-    let workflow = match started {
-        engine::intake::Started::Created(w) | engine::intake::Started::Existing(w) => w.id,
-    };
+    let workflow = started.id();
     fixture::under_review(pool, workflow, "deliver").await
 }
 

@@ -609,12 +609,10 @@ pub(crate) async fn step_under_review(pool: &PgPool) -> Uuid {
         version: None,
         input: json!({"adapter": "letters", "recipient": "r-1", "document": {"title": "t", "body": "b"}}),
     };
-    let workflow = match engine::intake::start_workflow(pool, new, Actor::Api("fuzz"))
+    let workflow = engine::intake::start_workflow(pool, new, Actor::Api("fuzz"))
         .await
         .unwrap()
-    {
-        engine::intake::Started::Created(w) | engine::intake::Started::Existing(w) => w.id,
-    };
+        .id();
     fixture::under_review(pool, workflow, "deliver").await
 }
 

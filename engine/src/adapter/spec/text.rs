@@ -107,32 +107,12 @@ impl<'de> Deserialize<'de> for Expression {
 impl Retention {
     /// `90s`, `30m`, `24h` or `7d`.
     pub fn parse(text: &str) -> Result<Retention, String> {
-        let refused = || {
-            format!("`{text}` is not a retention: write a whole number and s, m, h or d (`24h`)")
-        };
-        let unit = text.chars().last().ok_or_else(refused)?;
-        let seconds_per = match unit {
-            's' => 1,
-            'm' => 60,
-            'h' => 3_600,
-            'd' => 86_400,
-            _ => return Err(refused()),
-        };
-        let count: u64 = text[..text.len() - 1].parse().map_err(|_| refused())?;
-        Ok(Retention(Duration::from_secs(
-            count.checked_mul(seconds_per).ok_or_else(refused)?,
-        )))
+        crate::domain::retention::parse(text).map(Retention)
     }
 
     /// The retention as written in files (`24h`).
     pub fn text(&self) -> String {
-        let s = self.0.as_secs();
-        match s {
-            s if s % 86_400 == 0 && s > 0 => format!("{}d", s / 86_400),
-            s if s % 3_600 == 0 && s > 0 => format!("{}h", s / 3_600),
-            s if s % 60 == 0 && s > 0 => format!("{}m", s / 60),
-            s => format!("{s}s"),
-        }
+        crate::domain::retention::text(self.0)
     }
 }
 

@@ -7,7 +7,7 @@ use destinations::{
     Config, Fault, FaultPlan, FaultRule, Kind, Ledger, Match, Operation, RunningDestination,
 };
 use engine::adapter::registry::Adapters;
-use engine::intake::{NewWorkflow, Started, start_workflow};
+use engine::intake::{NewWorkflow, start_workflow};
 use engine::outbox::consumer::Event;
 use engine::store::journal::Actor;
 use engine::store::outbox::Position;
@@ -100,9 +100,7 @@ impl Harness {
         )
         .await
         .unwrap();
-        match started {
-            Started::Created(w) | Started::Existing(w) => w.id,
-        }
+        started.id()
     }
 
     /// The request key of `logical` in `workflow` (derived, so known before the call).

@@ -328,8 +328,7 @@ async fn start_workflows(
             engine::store::journal::Actor::Engine("scenario"),
         )
         .await?;
-        let (engine::intake::Started::Created(w) | engine::intake::Started::Existing(w)) = started;
-        workflows.push(w.id);
+        workflows.push(started.id());
     }
     Ok(workflows)
 }

@@ -175,8 +175,7 @@ async fn start_workflows(
             engine::store::journal::Actor::Engine("soak"),
         )
         .await?;
-        let (engine::intake::Started::Created(w) | engine::intake::Started::Existing(w)) = started;
-        by_kind[k].push(w.id);
+        by_kind[k].push(started.id());
     }
     Ok(by_kind)
 }
