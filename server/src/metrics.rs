@@ -161,6 +161,7 @@ pub async fn scrape(State(pool): State<PgPool>) -> impl IntoResponse {
 
 fn describe() {
     use metrics::{describe_counter, describe_gauge};
+    describe_archive();
     describe_counter!(
         "z29c_attempts_total",
         "Attempts ended, by logical step, adapter and outcome."
@@ -231,5 +232,34 @@ fn describe() {
     describe_gauge!(
         "z29c_db_pool_idle_connections",
         "Idle connections in the database pool."
+    );
+}
+
+/// The archiver's figures (docs/DESIGN.md §21).
+fn describe_archive() {
+    use metrics::{describe_counter, describe_gauge};
+    describe_counter!(
+        "z29c_archived_workflows_total",
+        "Settled workflows the archiver moved to the archive, each leaving a tombstone."
+    );
+    describe_counter!(
+        "z29c_archived_audit_entries_total",
+        "Audit entries naming no workflow moved to the archive past their retention."
+    );
+    describe_counter!(
+        "z29c_outbox_events_dropped_total",
+        "Outbox events dropped once every consumer had passed them and their retention."
+    );
+    describe_counter!(
+        "z29c_archive_bytes_total",
+        "Compressed bytes the archiver has written."
+    );
+    describe_gauge!(
+        "z29c_archive_last_turn_seconds",
+        "How long the archiver's last turn took."
+    );
+    describe_gauge!(
+        "z29c_oldest_settled_workflow_age_seconds",
+        "Age of the oldest settled workflow still in the hot tables; less the retention, how far the archiver is behind."
     );
 }

@@ -272,6 +272,16 @@ pub async fn progress(conn: &mut PgConnection) -> sqlx::Result<Progress> {
     ))
 }
 
+/// How long ago the oldest settled workflow still in the hot tables settled.
+pub async fn oldest_settled_age_secs(conn: &mut PgConnection) -> sqlx::Result<Option<f64>> {
+    sqlx::query_scalar!(
+        r#"select extract(epoch from now() - min(updated_at))::float8 as "age"
+           from workflow where state in ('completed', 'cancelled')"#
+    )
+    .fetch_one(conn)
+    .await
+}
+
 /// Notes that a turn ended, and how long it took.
 pub async fn turn_ended(conn: &mut PgConnection, secs: f64) -> sqlx::Result<()> {
     sqlx::query!(

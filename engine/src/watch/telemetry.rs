@@ -137,5 +137,30 @@ async fn alerts_and_outbox(pool: &PgPool, f: &mut Figures) -> sqlx::Result<()> {
     let notes = crate::store::note::count(pool).await?;
     f.counters
         .push(labelled("z29c_notes_total", &[], notes as f64));
+    archive_figures(pool, f).await
+}
+
+/// The archiver's totals, its last turn, and the age of the oldest settled workflow still hot
+/// (its retention subtracted, how far the archiver is behind: docs/DESIGN.md §21).
+async fn archive_figures(pool: &PgPool, f: &mut Figures) -> sqlx::Result<()> {
+    let mut conn = pool.acquire().await?;
+    let (workflows, audit, events, bytes, _, last_secs) =
+        crate::store::archive::progress(&mut conn).await?;
+    for (name, value) in [
+        ("z29c_archived_workflows_total", workflows),
+        ("z29c_archived_audit_entries_total", audit),
+        ("z29c_outbox_events_dropped_total", events),
+        ("z29c_archive_bytes_total", bytes),
+    ] {
+        f.counters.push(labelled(name, &[], value as f64));
+    }
+    f.gauges
+        .push(labelled("z29c_archive_last_turn_seconds", &[], last_secs));
+    let oldest = crate::store::archive::oldest_settled_age_secs(&mut conn).await?;
+    f.gauges.push(labelled(
+        "z29c_oldest_settled_workflow_age_seconds",
+        &[],
+        oldest.unwrap_or(0.0),
+    ));
     Ok(())
 }

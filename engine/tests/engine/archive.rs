@@ -371,9 +371,7 @@ async fn old_audit_entries_are_archived_and_events_every_consumer_passed_are_dro
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
-async fn an_unsettled_workflow_is_never_removed_nor_append_only_rows_deleted_by_hand(
-    pool: PgPool,
-) {
+async fn an_unsettled_workflow_is_never_removed_nor_append_only_rows_deleted_by_hand(pool: PgPool) {
     let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
     let w = h.start("unsettled").await;
     let refused = sqlx::query("select z29c_archive_workflows(array[$1::uuid], 'x.jsonl.gz', 0, 1)")

@@ -456,3 +456,98 @@ async fn a_revoked_token_is_refused_401_and_its_revocation_is_audited(pool: PgPo
     let listed = engine::store::token::list(&pool).await.unwrap();
     assert!(listed[0].revoked_at.is_some(), "{listed:?}");
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn an_archived_workflow_answers_from_its_record_and_its_creation_key_starts_nothing_again(
+    pool: PgPool,
+) {
+    let token = setup(&pool).await;
+    let dir = tempfile::tempdir().unwrap();
+    let archive = engine::archive::ArchiveDir::open(dir.path()).unwrap();
+    let app = || {
+        server::http::router(
+            server::state::AppState::new(
+                pool.clone(),
+                leptos::prelude::LeptosOptions::builder()
+                    .output_name("z29c")
+                    .build(),
+            )
+            .with_archive(archive.clone()),
+        )
+    };
+    let send = |method: &str, uri: &str, body: Option<String>| {
+        let request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(header::AUTHORIZATION, format!("Bearer {token}"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body.map_or_else(Body::empty, Body::from))
+            .unwrap();
+        let response = app().oneshot(request);
+        async move {
+            let response = response.await.unwrap();
+            let status = response.status();
+            let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            (status, serde_json::from_slice::<Value>(&bytes).unwrap())
+        }
+    };
+    let (_, created) = send(
+        "POST",
+        "/api/v1/workflows",
+        Some(start_body("old-1", "Report")),
+    )
+    .await;
+    let id: uuid::Uuid = created["id"].as_str().unwrap().parse().unwrap();
+    let approver = engine::operators::Operator {
+        id: uuid::Uuid::nil(),
+        username: "olga".into(),
+        role: Role::Approver,
+        via: engine::operators::Via::Console,
+    };
+    engine::recovery::cancel::cancel_workflow(&pool, &approver, id, "customer withdrew")
+        .await
+        .unwrap();
+    sqlx::query("update workflow set updated_at = now() - interval '31 days' where id = $1")
+        .bind(id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let archiver =
+        engine::archive::Archiver::new(pool.clone(), archive.clone(), Default::default());
+    let (moved, _) = archiver
+        .turn(std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(moved.workflows, 1);
+
+    let (status, read) = send("GET", &format!("/api/v1/workflows/{id}"), None).await;
+    assert_eq!(status, StatusCode::OK, "{read}");
+    assert_eq!(
+        (read["state"].as_str(), read["creation_key"].as_str()),
+        (Some("cancelled"), Some("old-1"))
+    );
+    assert!(read["archived_at"].is_string(), "{read}");
+    let (status, again) = send(
+        "POST",
+        "/api/v1/workflows",
+        Some(start_body("old-1", "Report")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again["id"], created["id"]);
+    assert_eq!(workflow_count(&pool).await, 0, "nothing started again");
+    let (status, other) = send(
+        "POST",
+        "/api/v1/workflows",
+        Some(start_body("old-1", "Other")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{other}");
+
+    // A record the archive no longer holds is said so, never answered from the tombstone alone.
+    std::fs::remove_dir_all(dir.path()).unwrap();
+    let (status, lost) = send("GET", &format!("/api/v1/workflows/{id}"), None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{lost}");
+}

@@ -9,7 +9,7 @@ use sqlx::postgres::PgPoolOptions;
 use uuid::Uuid;
 
 use super::processes::{
-    kill_on_acceptance, run_program, run_publisher, run_worker, stop, until_settled,
+    kill_on_acceptance, run_archiver, run_program, run_publisher, run_worker, stop, until_settled,
     worker_command, worker_until_first_delivery,
 };
 use super::setup::delay_deliveries;
@@ -37,6 +37,14 @@ pub(super) const RECOVERED_BY_V2: &str = "recovered_by_v2";
 /// The first duplicate delivery (docs/DESIGN.md §13): the destination accepts and answers
 /// after the worker's deadline, while a second worker process stands by.
 pub(super) const SEEDS_DUPLICATE: &str = "seeds_duplicate_delivery";
+
+/// The archiver killed once its batch is durable in the archive (a failpoint of its own).
+pub(super) const ARCHIVE_WRITE: &str = "after_archive_write";
+
+/// Where a scenario's archiver writes.
+pub(super) fn archive_dir(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("{name}-archive"))
+}
 
 /// The named scenarios beyond the fault points and the timing sweep.
 pub(super) const NAMED: [&str; 4] = [DATABASE_RESTART, RESTORE, RECOVERED_BY_V2, SEEDS_DUPLICATE];
@@ -77,6 +85,7 @@ impl Stage<'_> {
                 reached
             }
             RESTORE => self.restore_from_backup().await?,
+            ARCHIVE_WRITE => self.archive_killed().await?,
             SEEDS_DUPLICATE => self.answer_late().await?,
             p if p.starts_with(TIMING) => {
                 let ms: u64 = p[TIMING.len()..]
@@ -130,6 +139,27 @@ impl Stage<'_> {
             run_publisher(url, None, Duration::from_secs(3)).await?;
             Ok(reached)
         }
+    }
+
+    /// Deliveries first, without faults, and their events published; then an archiver keeping
+    /// nothing settled hot is killed once its batch is durable in the archive, and run again.
+    /// The verdict reads archived workflows back from the archive, which must verify.
+    async fn archive_killed(&self) -> anyhow::Result<bool> {
+        let (url, pool, rule) = (&self.url, &self.pool, self.rule);
+        run_worker(url, None, rule, Duration::from_secs(60), Some(pool)).await?;
+        run_publisher(url, None, Duration::from_secs(3)).await?;
+        let dir = archive_dir(self.name);
+        let _ = std::fs::remove_dir_all(&dir);
+        let reached = run_archiver(url, &dir, Some(self.point)).await?;
+        run_archiver(url, &dir, None).await?;
+        let verified =
+            engine::archive::verify(pool, &engine::archive::ArchiveDir::at(&dir)).await?;
+        anyhow::ensure!(
+            verified.findings.is_empty(),
+            "the archive does not verify: {:?}",
+            verified.findings
+        );
+        Ok(reached)
     }
 
     /// PostgreSQL crashes and restarts while calls are in flight; the same worker process must

@@ -24,14 +24,18 @@ pub(super) async fn judge(
     pool: &PgPool,
     running: &Running,
     workflows: &[Uuid],
+    archive: Option<&engine::archive::ArchiveDir>,
 ) -> anyhow::Result<Vec<String>> {
     let mut violations = Vec::new();
     let ledgers = running.ledgers().await?;
     let target = running.target;
-    let found: i64 = sqlx::query_scalar("select count(*) from workflow where id = any($1)")
-        .bind(workflows)
-        .fetch_one(pool)
-        .await?;
+    let found: i64 = sqlx::query_scalar(
+        "select (select count(*) from workflow where id = any($1))
+              + (select count(*) from archived_workflow where id = any($1))",
+    )
+    .bind(workflows)
+    .fetch_one(pool)
+    .await?;
     if found != i64::try_from(workflows.len())? {
         violations.push(format!(
             "{} accepted workflow(s) lost",
@@ -52,7 +56,11 @@ pub(super) async fn judge(
     .bind(workflows)
     .fetch_all(pool)
     .await?;
-    for (logical, state, key, step_kind, receipt, standing) in steps {
+    let archived = match archive {
+        Some(dir) => archived_steps(pool, dir, workflows).await?,
+        None => Vec::new(),
+    };
+    for (logical, state, key, step_kind, receipt, standing) in steps.into_iter().chain(archived) {
         let key = key.unwrap_or_default();
         let (effects, provable) =
             ledgers.effects(target, &logical, step_kind == "compensation", &key);
@@ -90,4 +98,46 @@ pub(super) async fn judge(
         violations.push(format!("invariant {}: {}", v.kind, v.subject));
     }
     Ok(violations)
+}
+
+/// The external steps of `workflows` that were archived, read back from the archive as the
+/// verdict reads steps in the hot tables.
+async fn archived_steps(
+    pool: &PgPool,
+    dir: &engine::archive::ArchiveDir,
+    workflows: &[Uuid],
+) -> anyhow::Result<Vec<StepRow>> {
+    let archived: Vec<Uuid> =
+        sqlx::query_scalar("select id from archived_workflow where id = any($1)")
+            .bind(workflows)
+            .fetch_all(pool)
+            .await?;
+    let mut rows = Vec::new();
+    for id in archived {
+        let record = engine::archive::show(pool, dir, id)
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("workflow {id} has a tombstone and no record"))?;
+        let evidence = &record.evidence;
+        let text = |v: &serde_json::Value| v.as_str().map(str::to_owned);
+        for step in evidence["steps"].as_array().into_iter().flatten() {
+            if step["kind"] == "pure" {
+                continue;
+            }
+            let receipt = evidence["receipts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|r| r["id"] == step["receipt_id"])
+                .and_then(|r| text(&r["external_reference"]));
+            rows.push((
+                text(&step["logical"]).unwrap_or_default(),
+                text(&step["state"]).unwrap_or_default(),
+                text(&step["request_key"]),
+                text(&step["kind"]).unwrap_or_default(),
+                receipt,
+                format!("archived in {}", record.tombstone.archive_file),
+            ));
+        }
+    }
+    Ok(rows)
 }

@@ -10,8 +10,8 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::fault_points::{
-    AFTER_ACCEPTANCE, DATABASE_RESTART, NAMED, RECOVERED_BY_V2, RESTORE, SEEDS_DUPLICATE, Stage,
-    TIMING, TIMINGS_MS,
+    AFTER_ACCEPTANCE, ARCHIVE_WRITE, DATABASE_RESTART, NAMED, RECOVERED_BY_V2, RESTORE,
+    SEEDS_DUPLICATE, Stage, TIMING, TIMINGS_MS, archive_dir,
 };
 use super::judge::judge;
 use super::processes::run_worker;
@@ -251,6 +251,8 @@ async fn run_one(
         "during_status_query" => target.recovers_by_lookup(),
         "during_compensation_acceptance" => target.has_withdrawal(),
         RECOVERED_BY_V2 => target.has_v2(),
+        // A provider that keeps keys for a day keeps its workflows hot as long.
+        ARCHIVE_WRITE => !kind.starts_with("payments"),
         _ => true,
     };
     if !applicable {
@@ -288,7 +290,8 @@ async fn run_one(
     } = stage;
     // A fresh worker recovers (the lease of the killed one expires first).
     run_worker(&url, None, rule, Duration::from_secs(60), Some(&pool)).await?;
-    violations.extend(judge(&pool, &running, &workflows).await?);
+    let archive = engine::archive::ArchiveDir::at(archive_dir(name));
+    violations.extend(judge(&pool, &running, &workflows, Some(&archive)).await?);
     violations.extend(expectations(&pool, point, target, &workflows).await?);
     if !reached {
         violations.push("the fault point was never reached: the scenario tested nothing".into());

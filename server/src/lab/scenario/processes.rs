@@ -119,6 +119,29 @@ pub(super) async fn run_publisher(
     supervise(&mut child, None, limit).await
 }
 
+/// Runs `z29c archive run` keeping nothing settled hot, its archive in `dir`: with a
+/// failpoint, until it is killed there (true); without one, to its end.
+pub(super) async fn run_archiver(
+    url: &str,
+    dir: &std::path::Path,
+    failpoint: Option<&str>,
+) -> anyhow::Result<bool> {
+    let mut command = tokio::process::Command::new(std::env::current_exe()?);
+    command
+        .args(["archive", "run", "--retain-settled", "0s", "--archive-dir"])
+        .arg(dir)
+        .env("DATABASE_URL", url)
+        .env("RUST_LOG", "warn")
+        .env_remove("Z29C_FAILPOINT")
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true);
+    if let Some(point) = failpoint {
+        command.env("Z29C_FAILPOINT", point);
+    }
+    let mut child = command.spawn()?;
+    supervise(&mut child, None, Duration::from_secs(60)).await
+}
+
 /// Starts a worker process and waits, up to 30 s, until the destination has committed a
 /// delivery; says whether it did.
 pub(super) async fn worker_until_first_delivery(

@@ -289,7 +289,7 @@ async fn judge_kinds(
     let mut violations = Vec::new();
     let mut rows = Vec::new();
     for (i, running) in destinations.iter().enumerate() {
-        let found = judge(pool, running, &by_kind[i]).await?;
+        let found = judge(pool, running, &by_kind[i], None).await?;
         let (receipts, waiting): (i64, i64) = sqlx::query_as(
             "select count(*) filter (where receipt_id is not null),
                     count(*) filter (where state = 'review_required')
