@@ -18,11 +18,12 @@ export default defineConfig({
   // the demo leaves them in, before the other tests act on them: they run first.
   // The trust test refutes an adapter's key claim, which changes what every later step of it
   // may do: it runs last, after everything else (and checks both with and without JavaScript
-  // itself).
+  // itself). The archive test moves every settled workflow out of the hot tables: after all.
   projects: [
     { name: 'refusals', testMatch: /(refusals|step-buttons)\.spec\.ts/ },
-    { name: 'console', testIgnore: /(refusals|step-buttons|trust)\.spec\.ts/, dependencies: ['refusals'] },
+    { name: 'console', testIgnore: /(refusals|step-buttons|trust|archive)\.spec\.ts/, dependencies: ['refusals'] },
     { name: 'trust', testMatch: /trust\.spec\.ts/, dependencies: ['console'] },
+    { name: 'archive', testMatch: /archive\.spec\.ts/, dependencies: ['trust'] },
   ],
   use: {
     baseURL,

@@ -23,7 +23,7 @@ trap cleanup EXIT
 # workflows that end in every kind of uncertainty, for the review-queue tests.
 env -u DATABASE_URL Z29C_PG_DATA="$work/pg" Z29C_ADDR="$addr" LEPTOS_SITE_ROOT="$site_root" \
   Z29C_DEMO_DATA="$work/destinations" Z29C_DEMO_PORT="${Z29C_E2E_DEMO_PORT:-3201}" Z29C_OBSERVE_EVERY_SECS=1 \
-  "$bin" serve --demo >"$work/server.log" 2>&1 &
+  Z29C_ARCHIVE_DIR="$work/archive" "$bin" serve --demo >"$work/server.log" 2>&1 &
 server_pid=$!
 
 # An approver and a viewer for the browser tests; `user add` joins the server's running cluster.
@@ -40,7 +40,7 @@ status=0
 (cd "$here" && Z29C_BASE_URL="http://$addr" E2E_USER=e2e-approver E2E_PASSWORD="$password" \
   E2E_VIEWER=e2e-viewer E2E_VIEWER_PASSWORD="$viewer_password" Z29C_BIN="$bin" Z29C_PG_DATA="$work/pg" \
   Z29C_DEMO_DATA="$work/destinations" Z29C_E2E_DEMO_PORT="${Z29C_E2E_DEMO_PORT:-3201}" \
-  npx playwright test "$@") || status=$?
+  Z29C_ARCHIVE_DIR="$work/archive" npx playwright test "$@") || status=$?
 
 kill -TERM "$server_pid"
 wait "$server_pid" || { echo "z29c serve did not exit cleanly:"; cat "$work/server.log"; exit 1; }

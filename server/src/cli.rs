@@ -99,6 +99,9 @@ pub(crate) enum BenchCommand {
     Engine(crate::lab::bench::EngineBenchArgs),
     /// Console page latency at 10k, 100k and 1M workflows, and the front-end's weight.
     Console(crate::lab::bench::ConsoleBenchArgs),
+    /// Simulated days of traffic with the archiver keeping a retention policy: hot-table
+    /// sizes, the archiver's throughput and the console's pages at the end.
+    Retention(crate::lab::bench::RetentionBenchArgs),
     /// One worker process of `bench engine` (started by it, not by hand).
     #[command(hide = true)]
     EngineWorker(crate::lab::bench::EngineWorkerArgs),

@@ -61,20 +61,7 @@ impl Cli {
                 #[cfg(feature = "lab")]
                 Command::Scenario(ScenarioCommand::Soak(args)) => scenario::soak(args).await,
                 #[cfg(feature = "lab")]
-                Command::Bench(BenchCommand::Engine(args)) => {
-                    bench::engine(args).await?;
-                    Ok(ExitCode::SUCCESS)
-                }
-                #[cfg(feature = "lab")]
-                Command::Bench(BenchCommand::EngineWorker(args)) => {
-                    bench::engine_worker(args).await?;
-                    Ok(ExitCode::SUCCESS)
-                }
-                #[cfg(feature = "lab")]
-                Command::Bench(BenchCommand::Console(args)) => {
-                    bench::console(args).await?;
-                    Ok(ExitCode::SUCCESS)
-                }
+                Command::Bench(command) => run_bench(command).await.map(|()| ExitCode::SUCCESS),
                 Command::Ops(command) => crate::ops::run(command).await,
                 Command::Completions { shell } => {
                     crate::ops::completions(shell, &mut std::io::stdout());
@@ -95,6 +82,17 @@ impl Cli {
             tracing.shutdown();
         }
         ran
+    }
+}
+
+/// `z29c bench …` (a build with `--features lab`).
+#[cfg(feature = "lab")]
+async fn run_bench(command: BenchCommand) -> anyhow::Result<()> {
+    match command {
+        BenchCommand::Engine(args) => bench::engine(args).await,
+        BenchCommand::EngineWorker(args) => bench::engine_worker(args).await,
+        BenchCommand::Console(args) => bench::console(args).await,
+        BenchCommand::Retention(args) => bench::retention(args).await,
     }
 }
 

@@ -1,6 +1,6 @@
 use leptos::prelude::*;
 
-use super::types::{Outcomes, StateCount};
+use super::types::{ArchiveStanding, Outcomes, StateCount};
 use crate::error::ConsoleError;
 
 /// The number of workflows in every state, zero included, in the console's order; for a
@@ -36,5 +36,26 @@ pub async fn outcome_stats() -> Result<Outcomes, ConsoleError> {
         duplicates_open: s.duplicates_open,
         duplicates_resolved: s.duplicates_resolved,
         unknown_age: s.unknown_age,
+    })
+}
+
+/// What the archiver has moved, its last turn, and the oldest settled workflow still hot; for
+/// a signed-in viewer.
+#[server(prefix = "/fn")]
+pub async fn archive_card() -> Result<ArchiveStanding, ConsoleError> {
+    crate::auth::api::session::require(engine::domain::Role::Viewer).await?;
+    let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
+    let mut conn = pool.acquire().await?;
+    let (workflows, audit_entries, events, bytes, last_at, last_secs) =
+        engine::store::archive::progress(&mut conn).await?;
+    let oldest = engine::store::archive::oldest_settled_age_secs(&mut conn).await?;
+    Ok(ArchiveStanding {
+        workflows,
+        audit_entries,
+        events,
+        bytes,
+        last_turn: last_at
+            .map(|at| format!("{} ({last_secs:.1} s)", at.format("%Y-%m-%d %H:%M UTC"))),
+        oldest_settled_days: oldest.map(|secs| secs / 86_400.0),
     })
 }

@@ -3,8 +3,8 @@ use leptos_router::components::A;
 
 use engine::domain::StepState;
 
-use super::api::{outcome_stats, workflow_counts};
-use super::types::{Outcomes, StateCount};
+use super::api::{archive_card, outcome_stats, workflow_counts};
+use super::types::{ArchiveStanding, Outcomes, StateCount};
 use crate::error::ConsoleError;
 
 /// Workflow counts by state, then step outcomes per logical step, duplicates detected and
@@ -15,6 +15,7 @@ pub fn OverviewPage() -> impl IntoView {
         || (),
         |_| async { Ok::<_, ConsoleError>((workflow_counts().await?, outcome_stats().await?)) },
     );
+    let archive = Resource::new(|| (), |_| archive_card());
     view! {
         <section class="page">
             <h1>"Overview"</h1>
@@ -35,7 +36,34 @@ pub fn OverviewPage() -> impl IntoView {
                     }
                 })}
             </Suspense>
+            <Suspense fallback=|| ()>
+                {move || Suspend::new(async move { archive.await.ok().map(|card| view! { <Archive card /> }) })}
+            </Suspense>
         </section>
+    }
+}
+
+/// The archive's card: what left the hot tables, and how old the oldest settled workflow
+/// still there is (against the retention, how far the archiver is behind).
+#[component]
+fn Archive(card: ArchiveStanding) -> impl IntoView {
+    let mib = card.bytes as f64 / (1024.0 * 1024.0);
+    view! {
+        <h2>"Archive"</h2>
+        <p data-testid="archive-card">
+            {format!(
+                "{} workflow(s) and {} audit entr(ies) archived ({mib:.1} MiB); {} passed event(s) dropped. ",
+                card.workflows, card.audit_entries, card.events
+            )}
+            {match card.last_turn {
+                Some(at) => format!("Last turn {at}. "),
+                None => "No turn yet. ".to_owned(),
+            }}
+            {match card.oldest_settled_days {
+                Some(days) => format!("The oldest settled workflow still in the hot tables settled {days:.1} day(s) ago."),
+                None => "No settled workflow is in the hot tables.".to_owned(),
+            }}
+        </p>
     }
 }
 

@@ -18,3 +18,16 @@ pub struct Outcomes {
     /// Under a minute, under 10 min, under an hour, under a day, older.
     pub unknown_age: [i64; 5],
 }
+
+/// The archive's standing, as the overview's card shows it (docs/DESIGN.md §21).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ArchiveStanding {
+    pub workflows: i64,
+    pub audit_entries: i64,
+    pub events: i64,
+    pub bytes: i64,
+    /// "2026-12-06 10:00 UTC (0.4 s)", or none yet.
+    pub last_turn: Option<String>,
+    /// How long ago the oldest settled workflow still in the hot tables settled, in days.
+    pub oldest_settled_days: Option<f64>,
+}

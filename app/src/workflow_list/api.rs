@@ -39,6 +39,7 @@ pub async fn list_workflows(
     definition: Option<String>,
     adapter: Option<String>,
     older_than: Option<String>,
+    key: Option<String>,
     after: Option<String>,
 ) -> Result<WorkflowList, ConsoleError> {
     use crate::auth::api::session;
@@ -76,6 +77,7 @@ pub async fn list_workflows(
         request_key: None,
         external_reference: None,
         creation_key_prefix: None,
+        key: text(&key)?,
         after: match blank(after) {
             None => None,
             Some(a) => Some(uuid::Uuid::parse_str(&a).map_err(|_| invalid(&a))?),
@@ -91,7 +93,10 @@ pub async fn list_workflows(
                 id: w.id.to_string(),
                 creation_key: w.creation_key,
                 definition: format!("{} v{}", w.definition, w.definition_version),
-                state: w.state.label().to_owned(),
+                state: match w.archived_at {
+                    Some(_) => format!("{} · archived", w.state.label()),
+                    None => w.state.label().to_owned(),
+                },
                 created: w.created_at.format("%Y-%m-%d %H:%M UTC").to_string(),
             })
             .collect(),

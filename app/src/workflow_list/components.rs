@@ -9,7 +9,7 @@ use super::api::{PauseWorkflows, WorkflowList, list_workflows};
 use crate::error::ConsoleError;
 use crate::forms::kept_or;
 
-const FILTERS: [&str; 4] = ["state", "definition", "adapter", "older_than"];
+const FILTERS: [&str; 5] = ["state", "definition", "adapter", "older_than", "key"];
 
 /// `/workflows`: workflows by filter, newest first, and the bulk pause of those listed.
 #[component]
@@ -23,11 +23,12 @@ pub fn WorkflowListPage() -> impl IntoView {
                 q.get("definition"),
                 q.get("adapter"),
                 q.get("older_than"),
+                q.get("key"),
                 q.get("after"),
             )
         },
-        |(state, definition, adapter, older_than, after)| {
-            list_workflows(state, definition, adapter, older_than, after)
+        |(state, definition, adapter, older_than, key, after)| {
+            list_workflows(state, definition, adapter, older_than, key, after)
         },
     );
     view! {
@@ -103,6 +104,7 @@ fn Listed(list: WorkflowList) -> impl IntoView {
             <label>"Definition"<input type="text" name="definition" value=current("definition") size="16" /></label>
             <label>"Adapter"<input type="text" name="adapter" value=current("adapter") size="16" /></label>
             <label>"Created more than (min) ago"<input type="number" name="older_than" min="0" value=current("older_than") size="5" /></label>
+            <label>"Creation key, request key or external reference"<input type="text" name="key" value=current("key") size="24" /></label>
             <button type="submit">"Apply"</button>
             <a href="/workflows">"Clear"</a>
         </form>

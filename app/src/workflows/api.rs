@@ -2,13 +2,85 @@ use leptos::prelude::*;
 
 use crate::error::ConsoleError;
 
+/// Workflow `id` as its status shows it: from the hot tables, else read back from the archive
+/// with its evidence (docs/DESIGN.md §21).
 #[cfg(feature = "ssr")]
-async fn project(id: &str) -> Result<engine::read::status::WorkflowStatus, ConsoleError> {
+async fn project(
+    id: &str,
+) -> Result<
+    (
+        engine::read::status::WorkflowStatus,
+        Option<engine::archive::Archived>,
+    ),
+    ConsoleError,
+> {
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     let id = uuid::Uuid::parse_str(id).map_err(|_| ConsoleError::NotFound.answered())?;
-    engine::read::status::project(&pool, id)
-        .await?
-        .ok_or_else(|| ConsoleError::NotFound.answered())
+    if let Some(status) = engine::read::status::project(&pool, id).await? {
+        return Ok((status, None));
+    }
+    let archive = use_context::<engine::archive::ArchiveDir>().ok_or(ConsoleError::Internal)?;
+    match engine::archive::show(&pool, &archive, id).await {
+        Ok(Some(archived)) => Ok((archived.status(), Some(archived))),
+        Ok(None) => Err(ConsoleError::NotFound.answered()),
+        Err(error) => {
+            tracing::error!(%error, %id, "an archived workflow's record cannot be read back");
+            Err(ConsoleError::Conflict {
+                reason: format!(
+                    "workflow {id} is archived, and its record cannot be read back from the archive: {error}"
+                ),
+            })
+        }
+    }
+}
+
+/// An archived workflow's evidence in lines, oldest first: each receipt and each audit entry.
+#[cfg(feature = "ssr")]
+fn evidence_lines(archived: &engine::archive::Archived) -> Vec<String> {
+    let e = &archived.evidence;
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+    let logical = |step: &serde_json::Value| {
+        e["steps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s["id"] == *step)
+            .map(|s| text(&s["logical"]))
+            .unwrap_or_default()
+    };
+    let receipts = e["receipts"].as_array().into_iter().flatten().map(|r| {
+        (
+            text(&r["created_at"]),
+            format!(
+                "receipt for {}: {} by {}, reference {}",
+                logical(&r["step_id"]),
+                text(&r["completion_state"]),
+                text(&r["method"]),
+                text(&r["external_reference"])
+            ),
+        )
+    });
+    let audit = e["audit"].as_array().into_iter().flatten().map(|a| {
+        let reason = a["reason"]
+            .as_str()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default();
+        (
+            text(&a["at"]),
+            format!(
+                "{} ({}) {}{reason}",
+                text(&a["actor"]),
+                text(&a["actor_kind"]),
+                text(&a["action"])
+            ),
+        )
+    });
+    let mut lines: Vec<(String, String)> = receipts.chain(audit).collect();
+    lines.sort();
+    lines
+        .into_iter()
+        .map(|(at, line)| format!("{} · {line}", at.get(..19).unwrap_or(&at).replace('T', " ")))
+        .collect()
 }
 
 /// Every step of workflow `id`, for operators, with its pause and the form that pauses or
@@ -20,7 +92,7 @@ pub async fn workflow_steps(id: String) -> Result<super::types::WorkflowData, Co
 
     let operator = session::require(Role::Viewer).await?;
     let current = session::current().await?;
-    let w = project(&id).await?;
+    let (w, archived) = project(&id).await?;
     let kept = {
         use leptos::server_fn::ServerFn;
         let path = if w.paused.is_some() {
@@ -34,6 +106,16 @@ pub async fn workflow_steps(id: String) -> Result<super::types::WorkflowData, Co
     };
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     Ok(super::types::WorkflowData {
+        archived: archived.as_ref().map(|a| {
+            let t = &a.tombstone;
+            format!(
+                "Archived on {} (settled {}): read back from {} in the archive.",
+                t.archived_at.format("%Y-%m-%d %H:%M UTC"),
+                t.settled_at.format("%Y-%m-%d %H:%M UTC"),
+                t.archive_file
+            )
+        }),
+        evidence: archived.as_ref().map(evidence_lines).unwrap_or_default(),
         notes: crate::notes::api::notes_of(&pool, w.id, |_| true).await?,
         note: crate::notes::api::note_form(&operator, w.id).await?,
         paused: w.paused.map(|p| {
@@ -74,9 +156,20 @@ pub async fn workflow_steps(id: String) -> Result<super::types::WorkflowData, Co
 pub async fn customer_status(id: String) -> Result<(String, String), ConsoleError> {
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     let id = uuid::Uuid::parse_str(&id).map_err(|_| ConsoleError::NotFound.answered())?;
-    let (sentence, at) = engine::read::status::customer_status(&pool, id)
-        .await?
-        .ok_or_else(|| ConsoleError::NotFound.answered())?;
+    let (sentence, at) = match engine::read::status::customer_status(&pool, id).await? {
+        Some(said) => said,
+        // An archived workflow says what its status said when it left.
+        None => {
+            let archive =
+                use_context::<engine::archive::ArchiveDir>().ok_or(ConsoleError::Internal)?;
+            let archived = engine::archive::show(&pool, &archive, id)
+                .await
+                .map_err(|_| ConsoleError::Internal)?
+                .ok_or_else(|| ConsoleError::NotFound.answered())?;
+            let status = archived.status();
+            (status.status, status.updated_at)
+        }
+    };
     Ok((sentence, at.format("%Y-%m-%d %H:%M UTC").to_string()))
 }
 

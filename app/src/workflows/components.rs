@@ -49,11 +49,16 @@ pub fn WorkflowPage() -> impl IntoView {
                     match data.await {
                         Ok(w) => {
                             let all = w.steps.clone();
+                            let archived = w.archived.is_some();
                             let pause = view! { <Pause w=w.clone() /> };
-                            let notes = view! {
-                                <h2>"Notes"</h2>
-                                <NoteList notes=w.notes.clone() />
-                                <AddNoteForm on="workflow" id=w.id.clone() form=w.note.clone() />
+                            let notes = match w.archived.clone() {
+                                None => view! {
+                                    <h2>"Notes"</h2>
+                                    <NoteList notes=w.notes.clone() />
+                                    <AddNoteForm on="workflow" id=w.id.clone() form=w.note.clone() />
+                                }
+                                    .into_any(),
+                                Some(when) => view! { <Archived when evidence=w.evidence.clone() /> }.into_any(),
                             };
                             view! {
                                 <h1>{format!("Workflow {}", w.creation_key)}</h1>
@@ -63,38 +68,7 @@ pub fn WorkflowPage() -> impl IntoView {
                                     " · " <A href=format!("/status/{}", w.id)>"The customer's status page"</A>
                                 </p>
                                 {pause}
-                                <table class="queue" data-testid="steps">
-                                    <thead>
-                                        <tr>
-                                            <th scope="col">"Step"</th>
-                                            <th scope="col">"State"</th>
-                                            <th scope="col" class="num">"Attempts"</th>
-                                            <th scope="col">"Request key · external reference"</th>
-                                            <th scope="col">"Waits for"</th>
-                                        </tr>
-                                    </thead>
-                                    <tbody>
-                                        {w.steps
-                                            .iter()
-                                            .map(|s| {
-                                                let label = if s.generation > 0 && !s.logical.ends_with(".withdrawal") {
-                                                    format!("{} (replacement {})", s.logical, s.generation)
-                                                } else {
-                                                    s.logical.clone()
-                                                };
-                                                view! {
-                                                    <tr>
-                                                        <td><A href=format!("/steps/{}", s.id)>{label}</A></td>
-                                                        <td>{s.state.label()}</td>
-                                                        <td class="num">{s.attempts}</td>
-                                                        <td class="small"><code>{s.request_key.clone()}</code><br />{s.external_reference.clone()}</td>
-                                                        <td class="small">{waits_for(s, &all)}</td>
-                                                    </tr>
-                                                }
-                                            })
-                                            .collect_view()}
-                                    </tbody>
-                                </table>
+                                <Steps steps=w.steps.clone() all archived />
                                 {notes}
                             }
                                 .into_any()
@@ -108,6 +82,63 @@ pub fn WorkflowPage() -> impl IntoView {
                 })}
             </Suspense>
         </section>
+    }
+}
+
+/// The workflow's steps: each with its state, attempts, keys and what it waits for; linked to
+/// its page unless the workflow was archived.
+#[component]
+fn Steps(steps: Vec<StepRow>, all: Vec<StepRow>, archived: bool) -> impl IntoView {
+    view! {
+        <table class="queue" data-testid="steps">
+            <thead>
+                <tr>
+                    <th scope="col">"Step"</th>
+                    <th scope="col">"State"</th>
+                    <th scope="col" class="num">"Attempts"</th>
+                    <th scope="col">"Request key · external reference"</th>
+                    <th scope="col">"Waits for"</th>
+                </tr>
+            </thead>
+            <tbody>
+                {steps
+                    .iter()
+                    .map(|s| {
+                        let label = if s.generation > 0 && !s.logical.ends_with(".withdrawal") {
+                            format!("{} (replacement {})", s.logical, s.generation)
+                        } else {
+                            s.logical.clone()
+                        };
+                        let name = if archived {
+                            label.into_any()
+                        } else {
+                            view! { <A href=format!("/steps/{}", s.id)>{label}</A> }.into_any()
+                        };
+                        view! {
+                            <tr>
+                                <td>{name}</td>
+                                <td>{s.state.label()}</td>
+                                <td class="num">{s.attempts}</td>
+                                <td class="small"><code>{s.request_key.clone()}</code><br />{s.external_reference.clone()}</td>
+                                <td class="small">{waits_for(s, &all)}</td>
+                            </tr>
+                        }
+                    })
+                    .collect_view()}
+            </tbody>
+        </table>
+    }
+}
+
+/// An archived workflow: when it left, and its evidence as its record holds it.
+#[component]
+fn Archived(when: String, evidence: Vec<String>) -> impl IntoView {
+    view! {
+        <p class="notice" data-testid="archived">{when}</p>
+        <h2>"Evidence"</h2>
+        <ul data-testid="evidence">
+            {evidence.into_iter().map(|line| view! { <li class="small">{line}</li> }).collect_view()}
+        </ul>
     }
 }
 

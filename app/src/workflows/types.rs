@@ -37,4 +37,8 @@ pub struct WorkflowData {
     /// The notes on the workflow, its steps and incidents, and the form for another.
     pub notes: Vec<NoteLine>,
     pub note: NoteForm,
+    /// "Archived on … (settled …)", when it left the hot tables (docs/DESIGN.md §21).
+    pub archived: Option<String>,
+    /// An archived workflow's receipts and audit entries, read back from its record.
+    pub evidence: Vec<String>,
 }

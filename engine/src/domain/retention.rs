@@ -38,7 +38,7 @@ mod tests {
 
     #[test]
     fn a_retention_reads_back_as_it_was_written() {
-        for written in ["90s", "30m", "24h", "30d", "0s"] {
+        for written in ["90s", "30m", "36h", "30d", "0s"] {
             assert_eq!(text(parse(written).unwrap()), written);
         }
         assert_eq!(parse("48h").unwrap(), Duration::from_secs(2 * 86_400));

@@ -2,6 +2,8 @@
 //! definition, adapter, age and the keys a team searches by, a page at a time. Workflow ids are
 //! UUIDv7, so the primary key orders them by creation and a page continues after the last id
 //! of the one before (keyset pagination: no offset, the same cost on page 1 and page 10,000).
+//! A search by creation key, request key or external reference also finds archived workflows
+//! by their tombstones (docs/DESIGN.md §21).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -26,6 +28,9 @@ pub struct WorkflowQuery {
     pub request_key: Option<String>,
     /// An external reference on one of the workflow's receipts, exactly.
     pub external_reference: Option<String>,
+    /// A creation key, request key or external reference, exactly: any of the three (the
+    /// console's one search box).
+    pub key: Option<String>,
     /// Only creation keys that start with this (a prefixed token's scope).
     pub creation_key_prefix: Option<String>,
     /// The last id of the previous page.
@@ -47,6 +52,8 @@ pub struct WorkflowRow {
     pub state: WorkflowState,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// When it left for the archive; its evidence is read back from there.
+    pub archived_at: Option<DateTime<Utc>>,
 }
 
 /// One page of workflows and where the next begins (`None` on the last page).
@@ -64,7 +71,8 @@ pub async fn list(pool: &PgPool, query: &WorkflowQuery) -> sqlx::Result<Workflow
         WorkflowRow,
         r#"select w.id, w.creation_key, w.definition_name as definition, w.definition_version,
                   w.state as "state: WorkflowState", w.created_at as "created_at: DateTime<Utc>",
-                  w.updated_at as "updated_at: DateTime<Utc>"
+                  w.updated_at as "updated_at: DateTime<Utc>",
+                  null::timestamptz as "archived_at: DateTime<Utc>"
            from workflow w
            where ($1::uuid is null or w.id < $1)
              and ($2::workflow_state is null or w.state = $2)
@@ -79,6 +87,10 @@ pub async fn list(pool: &PgPool, query: &WorkflowQuery) -> sqlx::Result<Workflow
                   or exists (select 1 from receipt r
                              where r.workflow_id = w.id and r.external_reference = $8))
              and ($9::text is null or starts_with(w.creation_key, $9))
+             and ($11::text is null or w.creation_key = $11
+                  or exists (select 1 from step s where s.workflow_id = w.id and s.request_key = $11)
+                  or exists (select 1 from receipt r
+                             where r.workflow_id = w.id and r.external_reference = $11))
            order by w.id desc
            limit $10"#,
         query.after,
@@ -91,11 +103,66 @@ pub async fn list(pool: &PgPool, query: &WorkflowQuery) -> sqlx::Result<Workflow
         query.external_reference,
         query.creation_key_prefix,
         limit + 1,
+        query.key,
     )
     .fetch_all(pool)
     .await?;
+    let by_key = [
+        &query.creation_key,
+        &query.request_key,
+        &query.external_reference,
+        &query.key,
+    ];
+    if by_key.iter().any(|k| k.is_some()) {
+        workflows.extend(archived(pool, query, limit + 1).await?);
+        workflows.sort_by_key(|w| std::cmp::Reverse(w.id));
+    }
     let more = workflows.len() as i64 > limit;
     workflows.truncate(limit as usize);
     let next = more.then(|| workflows.last().map(|w| w.id)).flatten();
     Ok(WorkflowPage { workflows, next })
+}
+
+/// The archived workflows a search by key finds, newest first: every filter given must hold
+/// (an adapter filter finds none: a tombstone does not keep its steps' adapters).
+async fn archived(
+    pool: &PgPool,
+    query: &WorkflowQuery,
+    limit: i64,
+) -> sqlx::Result<Vec<WorkflowRow>> {
+    if query.adapter.is_some() {
+        return Ok(Vec::new());
+    }
+    sqlx::query_as!(
+        WorkflowRow,
+        r#"select a.id, a.creation_key, a.definition_name as definition, a.definition_version,
+                  a.state as "state: WorkflowState", a.created_at as "created_at: DateTime<Utc>",
+                  a.settled_at as "updated_at: DateTime<Utc>",
+                  a.archived_at as "archived_at: DateTime<Utc>"
+           from archived_workflow a
+           where ($1::uuid is null or a.id < $1)
+             and ($2::workflow_state is null or a.state = $2)
+             and ($3::text is null or a.definition_name = $3)
+             and ($4::timestamptz is null or a.created_at < $4)
+             and ($5::text is null or a.creation_key = $5)
+             and ($6::text is null or a.request_keys @> array[$6])
+             and ($7::text is null or a.external_references @> array[$7])
+             and ($8::text is null or starts_with(a.creation_key, $8))
+             and ($10::text is null or a.creation_key = $10 or a.request_keys @> array[$10]
+                  or a.external_references @> array[$10])
+           order by a.id desc
+           limit $9"#,
+        query.after,
+        query.state as Option<WorkflowState>,
+        query.definition,
+        query.created_before as _,
+        query.creation_key,
+        query.request_key,
+        query.external_reference,
+        query.creation_key_prefix,
+        limit,
+        query.key,
+    )
+    .fetch_all(pool)
+    .await
 }

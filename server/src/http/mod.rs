@@ -57,6 +57,7 @@ pub fn router_for(state: AppState, exposure: Exposure) -> Router {
     let routes = generate_route_list(App);
     let pool = state.pool.clone();
     let anonymous = state.anonymous.clone();
+    let archive = state.archive.clone();
     let options = state.leptos_options.clone();
     let router = Router::new()
         .route("/healthz", get(probes::healthz))
@@ -70,6 +71,7 @@ pub fn router_for(state: AppState, exposure: Exposure) -> Router {
             move || {
                 provide_context(pool.clone());
                 provide_context(anonymous.clone());
+                provide_context(archive.clone());
             },
             move || shell(options.clone()),
         )

@@ -65,6 +65,7 @@ pub(super) async fn run(
                 request_key: None,
                 external_reference: None,
                 creation_key_prefix: None,
+                key: None,
                 after: None,
                 limit: workflows::MAX_PAGE,
             };
@@ -154,6 +155,7 @@ async fn list(pool: &PgPool, args: &WorkflowListArgs, io: &mut Io<'_>) -> Result
         request_key: args.request_key.clone(),
         external_reference: args.external_reference.clone(),
         creation_key_prefix: None,
+        key: None,
         after: args.after,
         limit: args.limit,
     };

@@ -84,6 +84,7 @@ pub(crate) async fn list(
         request_key: p.request_key,
         external_reference: p.external_reference,
         creation_key_prefix: client.0.creation_key_prefix.clone(),
+        key: None,
         after: p.after,
         limit: page_size(p.limit, 50, workflows::MAX_PAGE)?,
     };

@@ -60,7 +60,7 @@ pub async fn console(args: ConsoleBenchArgs) -> anyhow::Result<()> {
 }
 
 /// One adapter of each kind, `bench-<kind>`, as the loaded workflows name them.
-async fn register_adapters(pool: &PgPool) -> anyhow::Result<()> {
+pub(super) async fn register_adapters(pool: &PgPool) -> anyhow::Result<()> {
     for kind in engine::domain::ContractKind::ALL {
         let contract = engine::adapter::contracts::declared(kind, 1_000, 1_500, false);
         let kind = kind.as_str();
@@ -77,7 +77,7 @@ async fn register_adapters(pool: &PgPool) -> anyhow::Result<()> {
 
 /// The console's router on a loopback port, serving the site under `site_root`; returns its
 /// base URL and the serving task.
-async fn serve(
+pub(super) async fn serve(
     pool: &PgPool,
     site_root: &std::path::Path,
 ) -> anyhow::Result<(String, tokio::task::JoinHandle<std::io::Result<()>>)> {
@@ -106,20 +106,8 @@ async fn measure(
         let load_secs = started.elapsed().as_secs_f64();
         loaded = size;
         eprintln!("console bench: {size} workflows loaded ({load_secs:.0} s)");
-        let pages = pages(pool).await?;
         let before = seq_scans(pool).await?;
-        let mut figures = Vec::new();
-        for (name, path) in &pages {
-            for _ in 0..3 {
-                session.time(path).await?;
-            }
-            let mut times = Vec::with_capacity(args.requests);
-            for _ in 0..args.requests {
-                times.push(session.time(path).await?);
-            }
-            times.sort_by(f64::total_cmp);
-            figures.push((*name, percentile(&times, 0.5), percentile(&times, 0.99)));
-        }
+        let figures = time_pages(pool, session, args.requests).await?;
         let after = seq_scans(pool).await?;
         let scanned: Vec<String> = after
             .iter()
@@ -135,6 +123,27 @@ async fn measure(
         });
     }
     Ok(table)
+}
+
+/// Every page timed `requests` times after three to warm up: name, p50 and p99 in ms.
+pub(super) async fn time_pages(
+    pool: &PgPool,
+    session: &Session,
+    requests: usize,
+) -> anyhow::Result<Vec<(&'static str, f64, f64)>> {
+    let mut figures = Vec::new();
+    for (name, path) in &pages(pool).await? {
+        for _ in 0..3 {
+            session.time(path).await?;
+        }
+        let mut times = Vec::with_capacity(requests);
+        for _ in 0..requests {
+            times.push(session.time(path).await?);
+        }
+        times.sort_by(f64::total_cmp);
+        figures.push((*name, percentile(&times, 0.5), percentile(&times, 0.99)));
+    }
+    Ok(figures)
 }
 
 /// The latency table, the load times, the sequential scans seen and the worst p99's growth.

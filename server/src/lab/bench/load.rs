@@ -7,7 +7,24 @@ use sqlx::PgPool;
 /// kinds (one to five attempts), 0.1 % with a duplicate-effect incident. Set-based SQL, with
 /// foreign-key triggers off for the load (`session_replication_role = replica`, superuser only).
 pub(super) async fn load(pool: &PgPool, from: usize, to: usize) -> anyhow::Result<()> {
+    load_aged(pool, from, to, None).await
+}
+
+/// [`load`], the workflows settled `age_days` ago, spread over that day, instead of over the
+/// last fortnight (the retention bench's simulated days).
+pub(super) async fn load_aged(
+    pool: &PgPool,
+    from: usize,
+    to: usize,
+    age_days: Option<u32>,
+) -> anyhow::Result<()> {
     let mut tx = pool.begin().await?;
+    if let Some(days) = age_days {
+        sqlx::query("select set_config('z29c.bench_age_days', $1, true)")
+            .bind(days.to_string())
+            .execute(&mut *tx)
+            .await?;
+    }
     sqlx::query("set local session_replication_role = replica")
         .execute(&mut *tx)
         .await?;
@@ -40,8 +57,12 @@ const STATEMENTS: [&str; 8] = [
                                      'document', jsonb_build_object('title', 'Document ' || n, 'body', 'benchmark')),
                   'sha256:' || encode(sha256(('w' || n)::bytea), 'hex'),
                   case when n % 100 = 7 or n % 1000 = 3 then 'needs_review' else 'completed' end::workflow_state,
-                  6, now() - make_interval(mins => (n % 20000)::int), now() - make_interval(mins => (n % 20000)::int)
-           from generate_series($1::bigint, $2::bigint - 1) n"#,
+                  6, at.t, at.t
+           from generate_series($1::bigint, $2::bigint - 1) n,
+                lateral (select coalesce(
+                    now() - make_interval(days => nullif(current_setting('z29c.bench_age_days', true), '')::int,
+                                          mins => (n % 1440)::int),
+                    now() - make_interval(mins => (n % 20000)::int)) as t) at"#,
     // Steps: render (pure), deliver, notify.
     r#"insert into step (id, workflow_id, logical, definition_version, kind, adapter, state, depends_on, required_fields,
                              output, receipt_id, request_key, attempt_count, unknown_since, run_after, created_at, updated_at)

@@ -1,5 +1,6 @@
-//! `z29c bench engine` and `z29c bench console`: throughput, page latency and page loads in a
-//! browser, measured on this machine and printed as tables. Nothing here asserts a speed; the
+//! `z29c bench engine`, `z29c bench console` and `z29c bench retention`: throughput, page
+//! latency, page loads in a browser and a retention policy's steady state, measured on this
+//! machine and printed as tables. Nothing here asserts a speed; the
 //! figures go in docs/performance.md.
 
 mod ceiling;
@@ -14,9 +15,11 @@ mod load;
 mod page_load;
 mod pgstats;
 mod quantile;
+mod retention_bench;
 mod session;
 
 pub use cluster::BenchDatabase;
 pub use console_bench::{ConsoleBenchArgs, console};
 pub use engine_bench::{EngineBenchArgs, engine};
 pub use fleet::{EngineWorkerArgs, engine_worker};
+pub use retention_bench::{RetentionBenchArgs, retention};
