@@ -29,8 +29,41 @@ create index archived_workflow_request_keys_idx on archived_workflow using gin (
 create index archived_workflow_external_references_idx on archived_workflow using gin (external_references);
 create index archived_workflow_archived_at_idx on archived_workflow (archived_at);
 
--- The pruner walks settled workflows oldest first.
-create index workflow_settled_idx on workflow (updated_at, id) where state in ('completed', 'cancelled');
+-- When each workflow settled (completed or cancelled), for the archiver to walk oldest first.
+-- Kept beside the workflow, not as an index on its `updated_at`: that column changes with every
+-- update, and an index on it would make every update of a workflow a non-HOT one.
+create table settled_workflow (
+    workflow_id uuid primary key,
+    settled_at  timestamptz not null
+);
+create index settled_workflow_at_idx on settled_workflow (settled_at, workflow_id);
+insert into settled_workflow
+select id, updated_at from workflow where state in ('completed', 'cancelled');
+
+create or replace function count_workflows() returns trigger language plpgsql as $$
+begin
+    if tg_op = 'INSERT' then
+        insert into workflow_state_delta (state, n)
+        select state, count(*) from new_workflows group by state;
+        insert into settled_workflow (workflow_id, settled_at)
+        select id, updated_at from new_workflows where state in ('completed', 'cancelled');
+    elsif tg_op = 'DELETE' then
+        insert into workflow_state_delta (state, n)
+        select state, -count(*) from old_workflows group by state;
+    else
+        insert into workflow_state_delta (state, n)
+        select state, sum(n) from (
+            select state, 1 as n from new_workflows
+            union all select state, -1 from old_workflows) d
+        group by state having sum(n) <> 0;
+        insert into settled_workflow (workflow_id, settled_at)
+        select n.id, n.updated_at from new_workflows n join old_workflows o on o.id = n.id
+        where n.state in ('completed', 'cancelled') and o.state not in ('completed', 'cancelled')
+        on conflict (workflow_id) do update set settled_at = excluded.settled_at;
+    end if;
+    return null;
+end
+$$;
 -- Audit entries naming a workflow leave with it; the rest follow the audit retention.
 create index audit_workflow_idx on audit (workflow_id) where workflow_id is not null;
 create index audit_unattached_at_idx on audit (at, id) where workflow_id is null and step_id is null;
@@ -119,6 +152,7 @@ begin
          gone_waivers as (delete from waiver where step_id = any(steps) returning id)
     delete from proposal where step_id = any(steps);
     delete from status_projection where workflow_id = any(ids);
+    delete from settled_workflow where workflow_id = any(ids);
     delete from workflow where id = any(ids);
     get diagnostics removed = row_count;
     perform set_config('z29c.archiving', 'off', true);

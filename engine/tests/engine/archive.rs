@@ -22,7 +22,8 @@ fn archiver(pool: &PgPool, dir: &Path, policy: Policy) -> Archiver {
 /// Moves `workflow`'s settling, and its requests' sending, `days` into the past.
 async fn age(pool: &PgPool, workflow: Uuid, days: i32) {
     sqlx::query(
-        "update workflow set updated_at = updated_at - make_interval(days => $2) where id = $1",
+        "update settled_workflow set settled_at = settled_at - make_interval(days => $2)
+         where workflow_id = $1",
     )
     .bind(workflow)
     .bind(days)

@@ -47,7 +47,7 @@ pub(super) async fn load_aged(
 }
 
 /// The load, statement by statement; each binds the range `from..to` as `$1` and `$2`.
-const STATEMENTS: [&str; 8] = [
+const STATEMENTS: [&str; 9] = [
     // Workflows: needs_review for the 1 % unknown and the 0.1 % duplicates.
     r#"insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest, state, revision, created_at, updated_at)
            select md5('w' || n)::uuid, 'bench-c-' || n, 'document_delivery', 2,
@@ -63,6 +63,11 @@ const STATEMENTS: [&str; 8] = [
                     now() - make_interval(days => nullif(current_setting('z29c.bench_age_days', true), '')::int,
                                           mins => (n % 1440)::int),
                     now() - make_interval(mins => (n % 20000)::int)) as t) at"#,
+    // When the settled ones settled (the trigger that notes it is off for the load).
+    r#"insert into settled_workflow (workflow_id, settled_at)
+           select id, updated_at from workflow
+           where id in (select md5('w' || n)::uuid from generate_series($1::bigint, $2::bigint - 1) n)
+             and state in ('completed', 'cancelled')"#,
     // Steps: render (pure), deliver, notify.
     r#"insert into step (id, workflow_id, logical, definition_version, kind, adapter, state, depends_on, required_fields,
                              output, receipt_id, request_key, attempt_count, unknown_since, run_after, created_at, updated_at)
