@@ -14,14 +14,14 @@ Z29C := $(CARGO_TARGET_DIR)/$(PROFILE)/z29c
 LEPTOS_FLAGS := $(if $(filter release,$(PROFILE)),--release --precompress,)
 TOOLS := $(if $(filter release,$(PROFILE)),release,build)
 
-.PHONY: help run build test lint unit e2e openapi scenarios tutorial bench-engine bench-pgbench bench-console sqlx-prepare migrate-both docs screenshots clean
+.PHONY: help run build test lint unit e2e openapi scenarios tutorial bench-engine bench-pgbench bench-console bench-retention sqlx-prepare migrate-both docs screenshots clean
 
 help:
 	@echo "make run     build and serve the console at http://\$${Z29C_ADDR:-127.0.0.1:3000} (PROFILE=release for an optimised build)"
 	@echo "make test    every check and test: fmt, clippy, .sqlx, Rust tests, browser tests, scenarios, the tutorial"
 	@echo "make docs    render the book in docs/ to target/book (mdBook, offline)"
 	@echo "make screenshots   take the console's pictures in docs/images/ again from the demo (after make build)"
-	@echo "make bench-engine, make bench-pgbench, make bench-console   the benchmarks (release build; figures in docs/performance.md)"
+	@echo "make bench-engine, make bench-pgbench, make bench-console, make bench-retention   the benchmarks (release build; figures in docs/performance.md)"
 
 ## Build the server and the hydrating wasm together (they must come from one build).
 build:
@@ -81,6 +81,12 @@ bench-pgbench:
 bench-console:
 	cargo build --release -p server --features ssr,lab --bin z29c
 	$(CARGO_TARGET_DIR)/release/z29c bench console
+
+## 100 simulated days at 100k workflows a day take hours and about 60 GB here: pass smaller ones
+## with RETENTION_ARGS (docs/performance.md says what was run).
+bench-retention:
+	cargo build --release -p server --features ssr,lab --bin z29c
+	$(CARGO_TARGET_DIR)/release/z29c bench retention $(RETENTION_ARGS)
 
 lint:
 	cargo fmt --all -- --check

@@ -69,6 +69,14 @@ create index audit_workflow_idx on audit (workflow_id) where workflow_id is not 
 create index audit_unattached_at_idx on audit (at, id) where workflow_id is null and step_id is null;
 -- A step's requests (a retry under a new key adds one) leave with the step.
 create index external_request_step_idx on external_request (step_id);
+-- Removing a step checks every row that references it, and removing a waiver every step: each
+-- check reads an index, not the table. These tables grow only by people's actions (a waiver
+-- is rare), so the engine's writes do not pay for them.
+create index step_waiver_idx on step (waiver_id) where waiver_id is not null;
+create index integrity_incident_step_idx on integrity_incident (step_id);
+create index operator_authorization_step_idx on operator_authorization (step_id);
+create index proposal_step_idx on proposal (step_id);
+create index bulk_item_step_idx on bulk_item (step_id);
 
 -- What the archiver has done, across processes: one row.
 create table archive_progress (
@@ -120,7 +128,9 @@ begin
            array(select q.request_key from external_request q join step s on s.id = q.step_id
                  where s.workflow_id = w.id order by q.prepared_at),
            array(select distinct x from (
-                     select r.external_reference from receipt r where r.workflow_id = w.id
+                     -- Through the steps: nothing indexes a receipt by its workflow.
+                     select r.external_reference from receipt r
+                     join step s on s.id = r.step_id where s.workflow_id = w.id
                      union all
                      select f.external_reference from incident_reference f
                      join integrity_incident i on i.id = f.incident_id

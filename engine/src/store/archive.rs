@@ -109,7 +109,8 @@ pub async fn evidence(conn: &mut PgConnection, ids: &[Uuid]) -> sqlx::Result<Vec
                                 from observation o join step s on s.id = o.step_id
                                 where s.workflow_id = w.id),
                'receipts', (select coalesce(jsonb_agg(to_jsonb(r) order by r.created_at, r.id), '[]')
-                            from receipt r where r.workflow_id = w.id),
+                            from receipt r join step s on s.id = r.step_id
+                            where s.workflow_id = w.id),
                'waivers', (select coalesce(jsonb_agg(to_jsonb(v) order by v.created_at), '[]')
                            from waiver v join step s on s.id = v.step_id where s.workflow_id = w.id),
                'authorizations', (select coalesce(jsonb_agg(to_jsonb(z) order by z.created_at), '[]')
