@@ -166,7 +166,8 @@ pub async fn leave(conn: &mut PgConnection, ids: &[Uuid], place: Place<'_>) -> s
 }
 
 /// Up to `most` audit entries naming no workflow older than `retain_secs`, oldest first, as
-/// stored, locked.
+/// stored. Not locked: an audit entry never changes, the archiver's lock keeps a second archiver
+/// away, and the role Z29C runs as may not lock what it may not update.
 pub async fn old_audit(
     conn: &mut PgConnection,
     retain_secs: f64,
@@ -176,8 +177,7 @@ pub async fn old_audit(
         r#"select e.id, to_jsonb(e) as "entry!" from audit e
            where e.workflow_id is null and e.step_id is null
              and e.at < now() - make_interval(secs => $1)
-           order by e.at, e.id limit $2
-           for update skip locked"#,
+           order by e.at, e.id limit $2"#,
         retain_secs,
         most,
     )

@@ -388,3 +388,46 @@ async fn an_unsettled_workflow_is_never_removed_nor_append_only_rows_deleted_by_
     assert!(refused.to_string().contains("append-only"), "{refused}");
     assert!(hot(&h.pool, w).await);
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_archiver_runs_as_the_role_z29c_runs_as(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
+    let dir = tempfile::tempdir().unwrap();
+    let w = h.start("as-the-app").await;
+    settle(&h, w).await;
+    age(&h.pool, w, 31).await;
+    sqlx::query(
+        "insert into audit (at, actor, actor_kind, action, details)
+         values (now() - interval '401 days', 'olga', 'operator', 'sign_in', '{}')",
+    )
+    .execute(&h.pool)
+    .await
+    .unwrap();
+    let role = format!("z29c_app_{}", Uuid::new_v4().simple());
+    sqlx::query(&format!("create role {role}"))
+        .execute(&h.pool)
+        .await
+        .unwrap();
+    sqlx::query("select z29c_grant_application($1)")
+        .bind(&role)
+        .execute(&h.pool)
+        .await
+        .unwrap();
+    let statement = format!("set role {role}");
+    let options = (*h.pool.connect_options()).clone();
+    let as_app = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .after_connect(move |conn, _| {
+            let statement = statement.clone();
+            Box::pin(async move {
+                sqlx::query(&statement).execute(conn).await?;
+                Ok(())
+            })
+        })
+        .connect_with(options)
+        .await
+        .unwrap();
+    let moved = archive_now(&archiver(&as_app, dir.path(), Policy::default())).await;
+    assert_eq!((moved.workflows, moved.audit_entries), (1, 1));
+    assert!(!hot(&h.pool, w).await);
+}
