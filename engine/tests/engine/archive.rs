@@ -223,6 +223,17 @@ async fn a_definitions_own_retention_is_what_its_workflows_wait_for(pool: PgPool
     assert_eq!(archive_now(&archiver).await.workflows, 1);
 }
 
+/// A document delivery under the creation key `once-only`, with `input`.
+async fn start_once_only(h: &Harness, input: serde_json::Value) -> Result<Started, StartError> {
+    let new = NewWorkflow {
+        creation_key: "once-only".to_owned(),
+        definition: "document_delivery".to_owned(),
+        version: None,
+        input,
+    };
+    start_workflow(&h.pool, new, Actor::Api("test")).await
+}
+
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn a_creation_key_of_an_archived_workflow_answers_that_workflow_and_starts_nothing(
     pool: PgPool,
@@ -237,30 +248,18 @@ async fn a_creation_key_of_an_archived_workflow_answers_that_workflow_and_starts
     let again = h.start("once-only").await;
     assert_eq!(again, w, "the archived workflow answers");
     assert!(!hot(&h.pool, w).await, "and nothing new was recorded");
-    let other = start_workflow(
-        &h.pool,
-        NewWorkflow {
-            creation_key: "once-only".to_owned(),
-            definition: "document_delivery".to_owned(),
-            version: None,
-            input: json!({"adapter": "docs", "recipient": "r-2", "document": {"title": "x", "body": "y"}}),
-        },
-        Actor::Api("test"),
+    let other = start_once_only(
+        &h,
+        json!({"adapter": "docs", "recipient": "r-2", "document": {"title": "x", "body": "y"}}),
     )
     .await;
     assert!(
         matches!(other, Err(StartError::CreationKeyConflict { .. })),
         "{other:?}"
     );
-    let started = start_workflow(
-        &h.pool,
-        NewWorkflow {
-            creation_key: "once-only".to_owned(),
-            definition: "document_delivery".to_owned(),
-            version: None,
-            input: json!({"adapter": "docs", "recipient": "r-1", "document": {"title": "once-only", "body": "hello"}}),
-        },
-        Actor::Api("test"),
+    let started = start_once_only(
+        &h,
+        json!({"adapter": "docs", "recipient": "r-1", "document": {"title": "once-only", "body": "hello"}}),
     )
     .await
     .unwrap();

@@ -104,9 +104,36 @@ pub(super) async fn run_publisher(
     failpoint: Option<&str>,
     limit: Duration,
 ) -> anyhow::Result<bool> {
+    let args = ["serve", "--no-workers", "--addr", "127.0.0.1:0"].map(std::ffi::OsStr::new);
+    run_z29c(url, &args, failpoint, limit).await
+}
+
+/// Runs `z29c archive run` keeping nothing settled hot, its archive in `dir`: with a
+/// failpoint, until it is killed there (true); without one, to its end.
+pub(super) async fn run_archiver(
+    url: &str,
+    dir: &std::path::Path,
+    failpoint: Option<&str>,
+) -> anyhow::Result<bool> {
+    let args = ["archive", "run", "--retain-settled", "0s", "--archive-dir"]
+        .map(std::ffi::OsStr::new)
+        .into_iter()
+        .chain([dir.as_os_str()])
+        .collect::<Vec<_>>();
+    run_z29c(url, &args, failpoint, Duration::from_secs(60)).await
+}
+
+/// Runs this `z29c` with `args` on `url`, armed at `failpoint` if given: until it is killed
+/// there (true), it ends, or `limit` passes.
+async fn run_z29c(
+    url: &str,
+    args: &[&std::ffi::OsStr],
+    failpoint: Option<&str>,
+    limit: Duration,
+) -> anyhow::Result<bool> {
     let mut command = tokio::process::Command::new(std::env::current_exe()?);
     command
-        .args(["serve", "--no-workers", "--addr", "127.0.0.1:0"])
+        .args(args)
         .env("DATABASE_URL", url)
         .env("RUST_LOG", "warn")
         .env_remove("Z29C_FAILPOINT")
@@ -117,29 +144,6 @@ pub(super) async fn run_publisher(
     }
     let mut child = command.spawn()?;
     supervise(&mut child, None, limit).await
-}
-
-/// Runs `z29c archive run` keeping nothing settled hot, its archive in `dir`: with a
-/// failpoint, until it is killed there (true); without one, to its end.
-pub(super) async fn run_archiver(
-    url: &str,
-    dir: &std::path::Path,
-    failpoint: Option<&str>,
-) -> anyhow::Result<bool> {
-    let mut command = tokio::process::Command::new(std::env::current_exe()?);
-    command
-        .args(["archive", "run", "--retain-settled", "0s", "--archive-dir"])
-        .arg(dir)
-        .env("DATABASE_URL", url)
-        .env("RUST_LOG", "warn")
-        .env_remove("Z29C_FAILPOINT")
-        .stdout(std::process::Stdio::null())
-        .kill_on_drop(true);
-    if let Some(point) = failpoint {
-        command.env("Z29C_FAILPOINT", point);
-    }
-    let mut child = command.spawn()?;
-    supervise(&mut child, None, Duration::from_secs(60)).await
 }
 
 /// Starts a worker process and waits, up to 30 s, until the destination has committed a
