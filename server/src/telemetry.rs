@@ -13,7 +13,7 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::Subscriber;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
-use tracing_subscriber::Layer;
+use tracing_subscriber::{EnvFilter, Layer};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -44,7 +44,14 @@ pub struct TelemetryArgs {
     /// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the full URL) is set.
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", global = true)]
     pub otlp_endpoint: Option<String>,
+    /// Which spans are exported, in `RUST_LOG`'s syntax. Traces have a filter of their own, so
+    /// quieting the log lines (`RUST_LOG=warn`) never turns tracing off.
+    #[arg(long, env = "Z29C_TRACE_FILTER", default_value = DEFAULT_FILTER, global = true)]
+    pub trace_filter: String,
 }
+
+/// What is logged without `RUST_LOG`, and traced without `--trace-filter`.
+pub const DEFAULT_FILTER: &str = "info,sqlx=warn,tower_sessions=warn";
 
 /// Where traces go: the tracer provider, whose batch must be flushed before the process ends.
 pub struct Tracing {
@@ -107,25 +114,36 @@ impl Tracing {
     }
 }
 
-/// Installs the process's subscriber: `RUST_LOG` (or the default filter), log lines in the
-/// chosen format, and the trace exporter when one is configured. The caller shuts the
-/// returned [`Tracing`] down before exiting, so the last spans reach the collector.
+/// Installs the process's subscriber ([`subscriber`]) with `RUST_LOG` (or the default filter)
+/// for the log lines. The caller shuts the returned [`Tracing`] down before exiting, so the
+/// last spans reach the collector.
 pub fn init(args: &TelemetryArgs) -> anyhow::Result<Option<Tracing>> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| "info,sqlx=warn,tower_sessions=warn".into());
+    let log_filter = std::env::var("RUST_LOG").unwrap_or_else(|_| DEFAULT_FILTER.to_owned());
     let tracing = Tracing::to(args.otlp_endpoint.as_deref())?;
+    subscriber(args, &log_filter, tracing.as_ref())?.init();
+    Ok(tracing)
+}
+
+/// Log lines in the chosen format, filtered by `log_filter`, and the trace exporter when one is
+/// configured, filtered by `--trace-filter`: each layer has its own filter, so neither gates
+/// the other.
+pub fn subscriber(
+    args: &TelemetryArgs,
+    log_filter: &str,
+    tracing: Option<&Tracing>,
+) -> anyhow::Result<impl Subscriber + Send + Sync + use<>> {
+    let log_filter = EnvFilter::try_new(log_filter).context("reading RUST_LOG")?;
+    let trace_filter =
+        EnvFilter::try_new(&args.trace_filter).context("reading --trace-filter")?;
     let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let lines = match args.log_format {
         LogFormat::Text => lines.boxed(),
         LogFormat::Json => lines.json().boxed(),
     };
-    let spans = tracing.as_ref().map(|t| t.layer());
-    tracing_subscriber::registry()
-        .with(filter)
-        .with(lines)
-        .with(spans)
-        .init();
-    Ok(tracing)
+    let spans = tracing.map(|t| t.layer().with_filter(trace_filter));
+    Ok(tracing_subscriber::registry()
+        .with(lines.with_filter(log_filter))
+        .with(spans))
 }
 
 /// The W3C `traceparent` of the current span, when it is traced.

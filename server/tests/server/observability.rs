@@ -218,3 +218,38 @@ async fn with_a_collector_named_each_attempt_of_a_workflows_step_arrives_as_a_tr
     );
     traces.shutdown();
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn with_log_lines_quieted_to_warnings_the_attempts_still_reach_the_collector(pool: PgPool) {
+    let (url, received) = collector().await;
+    let args = server::telemetry::TelemetryArgs {
+        log_format: server::telemetry::LogFormat::Text,
+        otlp_endpoint: Some(url.clone()),
+        trace_filter: server::telemetry::DEFAULT_FILTER.to_owned(),
+    };
+    let traces = server::telemetry::Tracing::to(Some(&url))
+        .unwrap()
+        .expect("an endpoint turns tracing on");
+    // The subscriber `serve` installs, as it is with RUST_LOG=warn.
+    let subscriber = server::telemetry::subscriber(&args, "warn", Some(&traces)).unwrap();
+    let guard = tracing::subscriber::set_default(subscriber);
+    let (_destination, adapter) = notice_destination(&pool).await;
+    run_one_notice(&pool, &adapter, "notice-quiet").await;
+    drop(guard);
+    let traces = tokio::task::spawn_blocking(move || {
+        traces.flush();
+        traces
+    })
+    .await
+    .unwrap();
+
+    let spans = spans(&received.lock().unwrap());
+    assert!(
+        spans
+            .iter()
+            .any(|s| s.name == "step.attempt" && attribute(s, "adapter") == Some(adapter.as_str())),
+        "the attempt is traced whatever the log lines' filter: {:?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    traces.shutdown();
+}
