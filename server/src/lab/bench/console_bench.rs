@@ -6,7 +6,7 @@ use std::time::Instant;
 use sqlx::PgPool;
 
 use super::cluster::BenchDatabase;
-use super::load::load;
+use super::load::{load, register_adapters};
 use super::page_load::{BrowserArgs, browser_pages, page_loads, print_loads};
 use super::quantile::percentile;
 use super::session::Session;
@@ -25,6 +25,8 @@ pub struct ConsoleBenchArgs {
     pub site_root: std::path::PathBuf,
     #[command(flatten)]
     pub browser: BrowserArgs,
+    #[command(flatten)]
+    pub load: super::under_load::UnderLoadArgs,
 }
 
 /// Sequential scans of the large tables so far.
@@ -38,8 +40,14 @@ async fn seq_scans(pool: &PgPool) -> anyhow::Result<Vec<(String, i64)>> {
     .await?)
 }
 
-/// Loads each size in turn, times every page at it, and prints the table.
+/// Says what is wrong with the site before anything is loaded, loads each size in turn and
+/// prints its figures as soon as they are measured, then the whole table, then the browser's
+/// loads (or why there are none: a part that fails takes nothing printed before with it).
 pub async fn console(args: ConsoleBenchArgs) -> anyhow::Result<()> {
+    let site = front_end_weight(&args.site_root);
+    if let Err(why) = &site {
+        println!("front end: {why}; the browser loads are skipped");
+    }
     let db = BenchDatabase::open().await?;
     let pool = db.pool(16, false).await?;
     engine::db::MIGRATOR.run(&pool).await?;
@@ -48,31 +56,27 @@ pub async fn console(args: ConsoleBenchArgs) -> anyhow::Result<()> {
     let (base, server) = serve(&pool, &args.site_root).await?;
     let session = Session::sign_in(&base, &pool).await?;
     let table = measure(&pool, &session, &args).await?;
-    let pages = browser_pages(&pool).await?;
-    let loads = page_loads(&args.browser, &base, session.cookie(), &pages).await?;
-    server.abort();
     print_table(&args, &table);
-    front_end_weight(&args.site_root);
+    if let (Some(workflows), Some(idle)) = (args.load.under_load, table.last()) {
+        let pages = pages(&pool).await?;
+        let load =
+            super::under_load::under_load(&db, &session, &pages, &args.load, workflows).await?;
+        super::under_load::print(&idle.pages, &load, args.load.under_load_processes);
+    }
+    let loads = match site {
+        Ok(()) => {
+            let pages = browser_pages(&pool).await?;
+            page_loads(&args.browser, &base, session.cookie(), &pages)
+                .await
+                .unwrap_or_else(|error| Err(format!("failed: {error:#}")))
+        }
+        Err(why) => Err(format!("skipped: {why}")),
+    };
+    server.abort();
     let size = args.sizes.last().copied().unwrap_or_default();
     print_loads(size, args.browser.loads, &loads);
     pool.close().await;
     db.close().await
-}
-
-/// One adapter of each kind, `bench-<kind>`, as the loaded workflows name them.
-pub(super) async fn register_adapters(pool: &PgPool) -> anyhow::Result<()> {
-    for kind in engine::domain::ContractKind::ALL {
-        let contract = engine::adapter::contracts::declared(kind, 1_000, 1_500, false);
-        let kind = kind.as_str();
-        engine::adapter::apply::register_trusted(
-            pool,
-            &format!("bench-{kind}"),
-            "http://127.0.0.1:9",
-            &contract,
-        )
-        .await?;
-    }
-    Ok(())
 }
 
 /// The console's router on a loopback port, serving the site under `site_root`; returns its
@@ -115,12 +119,14 @@ async fn measure(
             .filter(|((_, a), (_, b))| a > b)
             .map(|((t, a), (_, b))| format!("{t} ×{}", a - b))
             .collect();
-        table.push(Measured {
+        let measured = Measured {
             size,
             load_secs,
             pages: figures,
             scanned,
-        });
+        };
+        measured.print();
+        table.push(measured);
     }
     Ok(table)
 }
@@ -211,6 +217,18 @@ struct Measured {
 }
 
 impl Measured {
+    /// This size's figures, printed as soon as they are measured.
+    fn print(&self) {
+        println!(
+            "\nat {} workflows (loaded in {:.0} s): p50 / p99 ms",
+            self.size, self.load_secs
+        );
+        for (name, p50, p99) in &self.pages {
+            println!("{name:<26} {p50:>8.1} / {p99:.1}");
+        }
+        std::io::Write::flush(&mut std::io::stdout()).ok();
+    }
+
     fn worst_p99(&self) -> f64 {
         self.pages.iter().map(|p| p.2).fold(0.0, f64::max)
     }
@@ -231,8 +249,8 @@ async fn pages(pool: &PgPool) -> anyhow::Result<Vec<(&'static str, String)>> {
     .bind(waiting * 4 / 5)
     .fetch_one(pool)
     .await?;
-    let (unknown_step, unknown_key): (uuid::Uuid, String) = sqlx::query_as(
-        "select id, request_key from step where state = 'review_required' order by unknown_since desc limit 1",
+    let (unknown_step, unknown_key, workflow): (uuid::Uuid, String, uuid::Uuid) = sqlx::query_as(
+        "select id, request_key, workflow_id from step where state = 'review_required' order by unknown_since desc limit 1",
     )
     .fetch_one(pool)
     .await?;
@@ -274,6 +292,14 @@ async fn pages(pool: &PgPool) -> anyhow::Result<Vec<(&'static str, String)>> {
         ),
         ("step evidence", format!("/steps/{unknown_step}")),
         ("incident", format!("/incidents/{incident}")),
+        ("API: workflow", format!("/api/v1/workflows/{workflow}")),
+        (
+            "API: by request key",
+            format!(
+                "/api/v1/workflows?request_key={}",
+                engine::domain::identity::percent_encode(&unknown_key)
+            ),
+        ),
     ])
 }
 
@@ -281,8 +307,9 @@ async fn pages(pool: &PgPool) -> anyhow::Result<Vec<(&'static str, String)>> {
 type Sizes = (u64, u64, Option<u64>);
 
 /// Prints the size of the console's wasm, JavaScript and CSS as built: raw, gzipped (`gzip -9`)
-/// and, when the build wrote them (release), the brotli copies the server sends.
-fn front_end_weight(site_root: &std::path::Path) {
+/// and, when the build wrote them (release), the brotli copies the server sends. An error says
+/// why the site is no measure of what users load: missing, or a debug build (no brotli copies).
+fn front_end_weight(site_root: &std::path::Path) -> Result<(), String> {
     let pkg = site_root.join("pkg");
     let built = |extension: &str| -> Option<std::path::PathBuf> {
         std::fs::read_dir(&pkg)
@@ -311,11 +338,10 @@ fn front_end_weight(site_root: &std::path::Path) {
         .map(|extension| (extension, built(extension).and_then(sizes)))
         .collect();
     if files.iter().any(|(_, sizes)| sizes.is_none()) {
-        println!(
-            "front end: no build under {} (run `make build PROFILE=release` first)",
+        return Err(format!(
+            "no build under {} (run `make build PROFILE=release` first)",
             pkg.display()
-        );
-        return;
+        ));
     }
     let kb = |bytes: u64| bytes / 1024;
     let described: Vec<String> = files
@@ -335,4 +361,14 @@ fn front_end_weight(site_root: &std::path::Path) {
         pkg.display(),
         described.join(" + ")
     );
+    if files
+        .iter()
+        .any(|(_, sizes)| sizes.is_some_and(|s| s.2.is_none()))
+    {
+        return Err(format!(
+            "{} holds a debug build (no brotli copies): build it with `make build PROFILE=release`",
+            pkg.display()
+        ));
+    }
+    Ok(())
 }

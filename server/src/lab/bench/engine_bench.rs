@@ -9,14 +9,15 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{Connection, PgConnection, PgPool};
 
 use super::ceiling::ceiling;
 use super::cluster::BenchDatabase;
 use super::cpu::CpuSnapshot;
-use super::fleet::{EngineWorkerArgs, Fleet, bench_contract};
-use super::pgstats::{Snapshot, WATCH};
+use super::drive::{Driven, Prepared};
+use super::fleet::{EngineWorkerArgs, bench_contract};
+use super::pgstats::Snapshot;
 
 /// Settings of `z29c bench engine`.
 #[derive(Debug, Clone, clap::Args)]
@@ -46,6 +47,10 @@ pub struct EngineBenchArgs {
     /// report the destination's busiest second; needs `--http`.
     #[arg(long, value_name = "R", requires = "http")]
     pub limit_rps: Option<f64>,
+    /// Before each run, load this many workflows settled two months ago and archive them
+    /// during the run (the engine with the archiver beside it).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub archiving: usize,
 }
 
 /// One measured run.
@@ -60,6 +65,8 @@ struct EngineRun {
     ceiling_tps: f64,
     /// With `--limit-rps`: the most calls the destination accepted in any one second.
     busiest_second: Option<usize>,
+    /// With `--archiving`: the workflows the archiver moved during the run.
+    archived: Option<i64>,
 }
 
 impl EngineRun {
@@ -82,6 +89,9 @@ pub async fn engine(args: EngineBenchArgs) -> anyhow::Result<()> {
             .await
             .context("migrating the bench database")?;
         crate::shipped::apply_definitions(&pool).await?;
+        if args.archiving > 0 {
+            super::load::register_adapters(&pool).await?;
+        }
         pool.close().await;
     }
     let destination = if args.http {
@@ -90,8 +100,8 @@ pub async fn engine(args: EngineBenchArgs) -> anyhow::Result<()> {
         None
     };
     let mut runs = Vec::new();
-    for &processes in &args.processes {
-        runs.push(system_run(&db, &args, processes, destination.as_ref()).await?);
+    for (run, &processes) in args.processes.iter().enumerate() {
+        runs.push(system_run(&db, &args, run, processes, destination.as_ref()).await?);
     }
     print_runs(&args, &runs);
     db.close().await
@@ -123,7 +133,7 @@ async fn http_destination(db: &BenchDatabase) -> anyhow::Result<destinations::Ru
 
 /// A fresh adapter and `args.workflows` workflows admitted under it, with statistics; what
 /// the worker processes are started with.
-async fn admit(
+pub(super) async fn admit(
     db: &BenchDatabase,
     args: &EngineBenchArgs,
     processes: usize,
@@ -156,15 +166,17 @@ async fn admit(
     })
 }
 
-/// One run: [`admit`], then `processes` worker processes and the publisher until every
-/// workflow's projection is current.
+/// One run: [`admit`], then `processes` worker processes and the publisher (and with
+/// `--archiving` the archiver) until every workflow's projection is current.
 async fn system_run(
     db: &BenchDatabase,
     args: &EngineBenchArgs,
+    run: usize,
     processes: usize,
     destination: Option<&destinations::RunningDestination>,
 ) -> anyhow::Result<EngineRun> {
     let tag = uuid::Uuid::new_v4().simple().to_string();
+    let since = chrono::Utc::now();
     let http = destination.map(|d| d.base_url());
     let worker = admit(db, args, processes, &tag, http).await?;
     if let Some(rps) = args.limit_rps {
@@ -172,32 +184,26 @@ async fn system_run(
         super::limit_bench::impose(&pool, &worker.adapter, rps).await?;
         pool.close().await;
     }
-    let mut fleet = Fleet::start(processes, &db.url, &worker).await?;
-    let mut watch = PgConnection::connect(&db.url).await?;
-    let baseline = completed(&mut watch).await?;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    if args.archiving > 0 {
+        super::beside::load_eligible(db, run, args.archiving).await?;
+    }
+    let prepared = Prepared::new(db, &worker, processes, args.workflows, since).await?;
     let data_dir = db.cluster().map(|c| c.data_dir().to_owned());
     let cpu_before = CpuSnapshot::take(data_dir.as_deref());
     let before = Snapshot::take(&db.url).await?;
-
-    let publishing = db.pool(4, false).await?;
-    let publisher = engine::outbox::publisher::Publisher::new(
-        publishing.clone(),
-        engine::outbox::consumers(None),
-    );
-    let publisher = engine::maintenance::Services::start(vec![Box::new(
-        engine::maintenance::OutboxPublisher::new(publisher, Duration::from_millis(100)),
-    )]);
-    let started = Instant::now();
-    let began = chrono::Utc::now();
-    fleet.go().await?;
-    let polls = wait_until_projected(&mut watch, baseline, args.workflows, started).await?;
-    let elapsed = started.elapsed().as_secs_f64();
-
-    fleet.stop().await?;
-    publisher.stop().await;
-    publishing.close().await;
-    watch.close().await?;
+    let beside = match args.archiving {
+        0 => None,
+        _ => Some(super::beside::Beside::start(db).await?),
+    };
+    let Driven {
+        elapsed,
+        polls,
+        began,
+    } = prepared.run(db).await?;
+    let archived = match beside {
+        Some(beside) => Some(beside.stop().await?.workflows),
+        None => None,
+    };
     // Exiting backends publish their counts; give them a moment.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut stats = before.until(Snapshot::take(&db.url).await?);
@@ -214,10 +220,6 @@ async fn system_run(
         (Some(_), Some(d)) => Some(super::limit_bench::busiest_second(d, began).await?),
         _ => None,
     };
-    eprintln!(
-        "{processes} worker process(es): {:.0} external steps/s in {elapsed:.1} s",
-        (args.workflows * 2) as f64 / elapsed
-    );
     Ok(EngineRun {
         processes,
         elapsed,
@@ -228,69 +230,8 @@ async fn system_run(
         cpu,
         ceiling_tps,
         busiest_second,
+        archived,
     })
-}
-
-/// Workflows completed and status rows that say so: counted before and after a run, never
-/// during it (two counts over every workflow would cost PostgreSQL the CPU the run measures).
-async fn completed(watch: &mut PgConnection) -> anyhow::Result<(i64, i64)> {
-    Ok(sqlx::query_as(&format!(
-        "{WATCH} select (select count(*) from workflow where state = 'completed'),
-                        (select count(*) from status_projection where state = 'completed')"
-    ))
-    .fetch_one(watch)
-    .await?)
-}
-
-/// Whether the run may be over: the kept counts say no workflow is pending or running, and the
-/// publisher stands past the newest event (so every consumer applied it). The counts cost a
-/// few rows a look; probing the `workflow` state index, which holds an entry for every version
-/// the run writes, took 6–23 ms a look, a few per cent of PostgreSQL's CPU in the run.
-async fn settled(watch: &mut PgConnection) -> anyhow::Result<bool> {
-    Ok(sqlx::query_scalar(&format!(
-        "{WATCH} select coalesce((select sum(n) from (select state, n from workflow_state_count
-                                                     union all
-                                                     select state, n from workflow_state_delta) c
-                                  where state in ('pending', 'running')), 0) = 0
-                    and coalesce((select (o.txid, o.id) <= (c.txid, c.id)
-                                  from outbox o, outbox_cursor c where c.reader = 'publisher'
-                                  order by o.txid desc, o.id desc limit 1), true)"
-    ))
-    .fetch_one(watch)
-    .await?)
-}
-
-/// Waits until no workflow is pending or running and the outbox is drained, then checks that
-/// `workflows` more workflows than `baseline` completed and their status projection says so;
-/// returns how many times it looked.
-async fn wait_until_projected(
-    watch: &mut PgConnection,
-    baseline: (i64, i64),
-    workflows: usize,
-    started: Instant,
-) -> anyhow::Result<i64> {
-    let want = i64::try_from(workflows)?;
-    let mut polls = 0;
-    loop {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        polls += 1;
-        if settled(watch).await? {
-            break;
-        }
-        anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(900),
-            "the bench did not finish in 15 minutes"
-        );
-    }
-    let (done, projected) = completed(watch).await?;
-    polls += 1;
-    anyhow::ensure!(
-        done - baseline.0 >= want && projected - baseline.1 >= want,
-        "the run settled with {} of {workflows} workflows completed and {} projected as completed",
-        done - baseline.0,
-        projected - baseline.1,
-    );
-    Ok(polls)
 }
 
 /// Admits `workflows` workflows through `adapter` from eight tasks, their creation keys tagged
@@ -418,6 +359,7 @@ fn print_runs(args: &EngineBenchArgs, runs: &[EngineRun]) {
         "ratio: external steps per second ÷ single-row UPDATE commits per second ({} connections, measured right after the run)",
         args.ceiling_clients
     );
+    print_archiving(args, runs);
     if let Some(rps) = args.limit_rps {
         for r in runs {
             println!(
@@ -428,6 +370,20 @@ fn print_runs(args: &EngineBenchArgs, runs: &[EngineRun]) {
         }
     }
     print_cpu(runs);
+}
+
+/// With `--archiving`: what the archiver moved beside each run.
+fn print_archiving(args: &EngineBenchArgs, runs: &[EngineRun]) {
+    for r in runs {
+        if let Some(archived) = r.archived {
+            println!(
+                "archiver beside {} worker process(es): {archived} of {} eligible workflows archived during the run ({:.0}/s); its rows and index entries are in the columns above",
+                r.processes,
+                args.archiving,
+                archived as f64 / r.elapsed
+            );
+        }
+    }
 }
 
 /// Where each run's CPU went, per external step, and how busy it kept the machine's cores.

@@ -2,6 +2,22 @@
 
 use sqlx::PgPool;
 
+/// One adapter of each kind, `bench-<kind>`, as the loaded workflows name them.
+pub(super) async fn register_adapters(pool: &PgPool) -> anyhow::Result<()> {
+    for kind in engine::domain::ContractKind::ALL {
+        let contract = engine::adapter::contracts::declared(kind, 1_000, 1_500, false);
+        let kind = kind.as_str();
+        engine::adapter::apply::register_trusted(
+            pool,
+            &format!("bench-{kind}"),
+            "http://127.0.0.1:9",
+            &contract,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 /// Loads workflows `from..to` with the mix of a long-running system: most succeeded with one
 /// to two attempts, about 1 % outcome unknown or waiting for review across the three adapter
 /// kinds (one to five attempts), 0.1 % with a duplicate-effect incident. Set-based SQL, with

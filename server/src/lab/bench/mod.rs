@@ -3,10 +3,12 @@
 //! machine and printed as tables. Nothing here asserts a speed; the
 //! figures go in docs/performance.md.
 
+mod beside;
 mod ceiling;
 mod cluster;
 mod console_bench;
 mod cpu;
+mod drive;
 mod engine_bench;
 mod fleet;
 mod instant;
@@ -17,6 +19,7 @@ mod pgstats;
 mod quantile;
 mod retention_bench;
 mod session;
+mod under_load;
 
 pub use cluster::BenchDatabase;
 pub use console_bench::{ConsoleBenchArgs, console};

@@ -11,8 +11,8 @@ use engine::archive::{ArchiveDir, Archiver, Moved, Policy};
 use sqlx::PgPool;
 
 use super::cluster::BenchDatabase;
-use super::console_bench::{register_adapters, serve, time_pages};
-use super::load::load_aged;
+use super::console_bench::{serve, time_pages};
+use super::load::{load_aged, register_adapters};
 use super::session::Session;
 
 /// The tables a settled workflow's rows live in.
