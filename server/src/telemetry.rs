@@ -13,10 +13,10 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::Subscriber;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
-use tracing_subscriber::{EnvFilter, Layer};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -133,8 +133,7 @@ pub fn subscriber(
     tracing: Option<&Tracing>,
 ) -> anyhow::Result<impl Subscriber + Send + Sync + use<>> {
     let log_filter = EnvFilter::try_new(log_filter).context("reading RUST_LOG")?;
-    let trace_filter =
-        EnvFilter::try_new(&args.trace_filter).context("reading --trace-filter")?;
+    let trace_filter = EnvFilter::try_new(&args.trace_filter).context("reading --trace-filter")?;
     let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let lines = match args.log_format {
         LogFormat::Text => lines.boxed(),
