@@ -61,16 +61,16 @@ async fn thousands_of_finished_workflows(pool: &PgPool) {
 
 /// The big tables `sql`'s plan reads whole: with a sequential scan, or through an index that
 /// is not partial with no condition on it (a full index scan grows with the table too).
-async fn whole_table_reads(pool: &PgPool, sql: &str) -> Vec<String> {
+async fn whole_table_reads(conn: &mut sqlx::PgConnection, sql: &str) -> Vec<String> {
     // Each index: its name, its table, and whether it is partial.
     let indexes: Vec<(String, String, bool)> = sqlx::query_as(
         "select indexrelid::regclass::text, indrelid::regclass::text, indpred is not null from pg_index",
     )
-    .fetch_all(pool)
+    .fetch_all(&mut *conn)
     .await
     .unwrap();
     let plan: serde_json::Value = sqlx::query_scalar(&format!("explain (format json) {sql}"))
-        .fetch_one(pool)
+        .fetch_one(&mut *conn)
         .await
         .unwrap_or_else(|e| panic!("{e}: {sql}"));
     let mut found = Vec::new();
@@ -94,10 +94,11 @@ async fn whole_table_reads(pool: &PgPool, sql: &str) -> Vec<String> {
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn no_statement_of_the_scrape_or_the_overview_reads_a_big_table_whole(pool: PgPool) {
     thousands_of_finished_workflows(&pool).await;
+    let mut conn = pool.acquire().await.unwrap();
     let mut checked = 0;
     for (file, source) in READS {
         for sql in statements(source) {
-            let scans = whole_table_reads(&pool, &sql).await;
+            let scans = whole_table_reads(&mut conn, &sql).await;
             assert!(scans.is_empty(), "{file}: seq scan on {scans:?} in {sql}");
             checked += 1;
         }
@@ -117,13 +118,15 @@ async fn the_plan_check_catches_the_statements_the_scrape_and_the_overview_ran_b
     ] {
         sqlx::query(sql).execute(&pool).await.unwrap();
     }
+    let mut conn = pool.acquire().await.unwrap();
+    let pool = &mut *conn;
     let old = "select count(*) from observation where outcome is not null
                and body ->> 'observed' = 'worker_lost' and body ->> 'during_call' = 'true'";
-    assert_eq!(whole_table_reads(&pool, old).await, ["observation"]);
+    assert_eq!(whole_table_reads(pool, old).await, ["observation"]);
     let old = "select logical, state, count(*) from step group by 1, 2 order by 1, 2";
-    assert_eq!(whole_table_reads(&pool, old).await, ["step"]);
+    assert_eq!(whole_table_reads(pool, old).await, ["step"]);
     let old = "select state, count(*) from workflow group by state order by state";
-    assert_eq!(whole_table_reads(&pool, old).await, ["workflow"]);
+    assert_eq!(whole_table_reads(pool, old).await, ["workflow"]);
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
@@ -262,4 +265,87 @@ async fn the_kept_counts_match_the_rows_through_inserts_changes_and_folds(pool: 
         .await
         .unwrap();
     assert_eq!(deltas, 0, "a read leaves the changes folded");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_search_of_the_workflow_list_by_request_key_reads_no_big_table_whole_in_its_generic_plan(
+    pool: PgPool,
+) {
+    thousands_of_finished_workflows(&pool).await;
+    let searching: Vec<String> = statements(include_str!("../../../engine/src/read/workflows.rs"))
+        .into_iter()
+        .filter(|sql| sql.contains("from workflow w") && sql.contains("s.request_key = $7"))
+        .collect();
+    assert_eq!(
+        searching.len(),
+        1,
+        "one statement searches workflows by request key"
+    );
+    let mut conn = pool.acquire().await.unwrap();
+    sqlx::query(&format!("prepare search as {}", searching[0]))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    // What PostgreSQL plans once it has run a statement a few times: one plan for every value.
+    sqlx::query("set plan_cache_mode = force_generic_plan")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let by_request_key =
+        "execute search(null, null, null, null, null, null, 'rk-1', null, null, 51, null)";
+    assert_eq!(
+        whole_table_reads(&mut conn, by_request_key).await,
+        Vec::<String>::new()
+    );
+    let by_any_key =
+        "execute search(null, null, null, null, null, null, null, null, null, 51, 'rk-1')";
+    assert_eq!(
+        whole_table_reads(&mut conn, by_any_key).await,
+        Vec::<String>::new()
+    );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn with_every_connection_of_the_engine_taken_the_console_still_answers_on_its_own(
+    pool: PgPool,
+) {
+    use tower::ServiceExt;
+    let engine = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(std::time::Duration::from_millis(300))
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap();
+    let _held = [
+        engine.acquire().await.unwrap(),
+        engine.acquire().await.unwrap(),
+    ];
+    assert!(
+        engine.acquire().await.is_err(),
+        "the engine's pool is taken"
+    );
+    // The state `serve` builds.
+    let state = server::state::AppState::beside_engine(
+        &engine,
+        2,
+        leptos::prelude::LeptosOptions::builder()
+            .output_name("z29c")
+            .build(),
+    );
+    let (timeout, name): (String, String) = sqlx::query_as(
+        "select current_setting('statement_timeout'), current_setting('application_name')",
+    )
+    .fetch_one(&state.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        timeout, "30s",
+        "a runaway statement gives its connection back"
+    );
+    assert_eq!(name, "z29c-console");
+    let request = http::Request::get("/readyz")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let response = server::http::router(state).oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
 }
