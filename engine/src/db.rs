@@ -44,20 +44,51 @@ pub const ANONYMOUS_STATEMENT_TIMEOUT_MS: u64 = 5_000;
 impl AnonymousPool {
     /// A pool to the database `pool` reaches, connecting on first use.
     pub fn beside(pool: &PgPool) -> Self {
-        let options = (*pool.connect_options())
-            .clone()
-            .options([(
-                "statement_timeout",
-                ANONYMOUS_STATEMENT_TIMEOUT_MS.to_string(),
-            )])
-            .application_name("z29c-anonymous");
-        AnonymousPool(
-            PgPoolOptions::new()
-                .max_connections(ANONYMOUS_CONNECTIONS)
-                .acquire_timeout(Duration::from_secs(2))
-                .connect_lazy_with(options),
-        )
+        AnonymousPool(pool_beside(
+            pool,
+            ANONYMOUS_CONNECTIONS,
+            ANONYMOUS_STATEMENT_TIMEOUT_MS,
+            Duration::from_secs(2),
+            "z29c-anonymous",
+        ))
     }
+}
+
+/// How long one statement of the console or the API may run in `z29c serve`: far beyond any
+/// page's reads, short enough that a runaway one gives its connection back.
+pub const CONSOLE_STATEMENT_TIMEOUT_MS: u64 = 30_000;
+
+/// The console's and the API's own connections in `z29c serve` (docs/DESIGN.md §15), beside the
+/// pool the workers and the maintenance services share: a page never waits for a connection the
+/// engine holds, and each statement is cut off after [`CONSOLE_STATEMENT_TIMEOUT_MS`].
+pub fn console_pool(pool: &PgPool, connections: u32) -> PgPool {
+    pool_beside(
+        pool,
+        connections,
+        CONSOLE_STATEMENT_TIMEOUT_MS,
+        Duration::from_secs(10),
+        "z29c-console",
+    )
+}
+
+/// `connections` of their own to the database `pool` reaches, each statement cut off after
+/// `timeout_ms`, waited for at most `acquire`, named `application_name` in `pg_stat_activity`;
+/// connecting on first use.
+fn pool_beside(
+    pool: &PgPool,
+    connections: u32,
+    timeout_ms: u64,
+    acquire: Duration,
+    application_name: &str,
+) -> PgPool {
+    let options = (*pool.connect_options())
+        .clone()
+        .options([("statement_timeout", timeout_ms.to_string())])
+        .application_name(application_name);
+    PgPoolOptions::new()
+        .max_connections(connections)
+        .acquire_timeout(acquire)
+        .connect_lazy_with(options)
 }
 
 /// Opens a pool on `url` sized for `max_connections` and applies pending migrations.

@@ -121,6 +121,10 @@ pub(crate) struct ServeArgs {
     /// `__Host-z29c_session`, and the client's address is the last `X-Forwarded-For` entry.
     #[arg(long, env = "Z29C_BEHIND_TLS_PROXY")]
     pub(crate) behind_tls_proxy: bool,
+    /// Connections of the console's and the API's own, beside the DB_MAX_CONNECTIONS the
+    /// workers and the maintenance services share.
+    #[arg(long, env = "Z29C_DB_CONSOLE_CONNECTIONS", default_value_t = 8)]
+    pub(crate) db_console_connections: u32,
     /// Serve only: run no workers in this process.
     #[arg(long)]
     pub(crate) no_workers: bool,

@@ -30,10 +30,11 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 args.retention.archive_dir.display()
             )
         })?;
-    let app = router_for(
-        AppState::new(database.pool.clone(), leptos_options).with_archive(archive.clone()),
-        exposure,
-    );
+    let state =
+        AppState::beside_engine(&database.pool, args.db_console_connections, leptos_options)
+            .with_archive(archive.clone());
+    let console = state.pool.clone();
+    let app = router_for(state, exposure);
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("listening on {}", args.addr))?;
@@ -75,6 +76,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(demo) = demo {
         demo.stop().await;
     }
+    console.close().await;
     database.close().await?;
     served
 }

@@ -29,6 +29,13 @@ impl AppState {
         }
     }
 
+    /// What `z29c serve` answers with: the console's and the API's own `connections` beside
+    /// the engine's `pool` ([`engine::db::console_pool`]), so pages never queue behind the
+    /// workers for a connection.
+    pub fn beside_engine(pool: &PgPool, connections: u32, leptos_options: LeptosOptions) -> Self {
+        Self::new(engine::db::console_pool(pool, connections), leptos_options)
+    }
+
     /// The same state, reading archived workflows from `archive`.
     pub fn with_archive(self, archive: ArchiveDir) -> Self {
         AppState { archive, ..self }
