@@ -403,8 +403,19 @@ fn rows<'a>(evidence: &'a Value, table: &str) -> impl Iterator<Item = &'a Value>
     evidence[table].as_array().into_iter().flatten()
 }
 
+/// The share of its time the archiver service works while a backlog lasts: each turn of at most
+/// [`PACED_TURN`] is followed by a pause nine times as long as it took. Drained at full speed, a
+/// backlog took a quarter to a third of the engine's throughput on two cores; at a tenth the
+/// archiver still moves tens of times a busy deployment's intake (docs/performance.md,
+/// "Retention"). `z29c archive run` drains at full speed.
+pub const BACKLOG_SHARE: f64 = 0.1;
+
+/// The longest turn of the paced service.
+pub const PACED_TURN: Duration = Duration::from_secs(1);
+
 /// The archiver as a maintenance service of `z29c serve` (docs/DESIGN.md §19): a turn every
-/// `every`, at once again while it leaves work behind; one process at a time moves rows.
+/// `every`, and while it leaves work behind, again after a pause that keeps its work to
+/// [`BACKLOG_SHARE`] of the time; one process at a time moves rows.
 pub fn service(archiver: Archiver, every: Duration) -> impl Service {
     ArchiverService { archiver, every }
 }
@@ -429,7 +440,8 @@ impl Service for ArchiverService {
 
     fn turn(&mut self) -> BoxFuture<'_, Result<Pace, Failure>> {
         Box::pin(async move {
-            let (moved, left) = self.archiver.turn(Duration::from_secs(10)).await?;
+            let started = Instant::now();
+            let (moved, left) = self.archiver.turn(PACED_TURN).await?;
             if moved.workflows + moved.audit_entries + moved.events > 0 {
                 tracing::info!(
                     workflows = moved.workflows,
@@ -439,7 +451,29 @@ impl Service for ArchiverService {
                     "archived"
                 );
             }
-            Ok(if left { Pace::Again } else { Pace::Interval })
+            Ok(if left {
+                Pace::After(paused_after(started.elapsed()))
+            } else {
+                Pace::Interval
+            })
         })
+    }
+}
+
+/// The pause after a turn of `worked` that left work behind.
+fn paused_after(worked: Duration) -> Duration {
+    worked.mul_f64((1.0 - BACKLOG_SHARE) / BACKLOG_SHARE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn behind_a_backlog_the_service_works_a_tenth_of_the_time() {
+        let worked = Duration::from_millis(800);
+        let paused = paused_after(worked);
+        let share = worked.as_secs_f64() / (worked + paused).as_secs_f64();
+        assert!((share - 0.1).abs() < 1e-9, "{share}");
     }
 }

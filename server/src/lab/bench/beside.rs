@@ -1,15 +1,14 @@
 //! `z29c bench engine --archiving N`: the archiver at work beside a run (docs/DESIGN.md §21),
 //! so the engine's throughput with the archiver running can be set beside its throughput
 //! without. Before each run, `N` workflows settled two months ago are loaded as the console
-//! bench loads its history; during the run the archiver moves them, in this process, on its own
-//! connections, as `serve`'s archiver would.
+//! bench loads its history; during the run the archiver service moves them, paced as `serve`
+//! paces it, in this process on connections of its own.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use engine::archive::{ArchiveDir, Archiver, Moved, Policy};
-use tokio::task::JoinHandle;
+use engine::archive::{ArchiveDir, Archiver, Policy};
+use engine::maintenance::Services;
+use sqlx::PgPool;
 
 use super::cluster::BenchDatabase;
 use super::load::load_aged;
@@ -17,10 +16,12 @@ use super::load::load_aged;
 /// How long ago the loaded workflows settled: past the default 30-day policy.
 const AGE_DAYS: u32 = 60;
 
-/// The archiver running beside one run.
+/// The archiver service running beside one run.
 pub(super) struct Beside {
-    stop: Arc<AtomicBool>,
-    task: JoinHandle<anyhow::Result<Moved>>,
+    services: Services,
+    pool: PgPool,
+    /// Tombstones before the start.
+    before: i64,
     _dir: tempfile::TempDir,
 }
 
@@ -44,34 +45,40 @@ pub(super) async fn load_eligible(
 }
 
 impl Beside {
-    /// Starts archiving on a pool of its own, with the default policy.
+    /// Starts the service with the default policy, looking for work every second.
     pub(super) async fn start(db: &BenchDatabase) -> anyhow::Result<Self> {
         let pool = db.pool(2, false).await?;
+        let before = archived(&pool).await?;
         let dir = tempfile::tempdir()?;
-        let archiver = Archiver::new(pool, ArchiveDir::open(dir.path())?, Policy::default());
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopping = stop.clone();
-        let task = tokio::spawn(async move {
-            let mut total = Moved::default();
-            while !stopping.load(Ordering::Relaxed) {
-                let (moved, left) = archiver.turn(Duration::from_millis(500)).await?;
-                total = total.plus(moved);
-                if !left {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-            Ok(total)
-        });
+        let archiver = Archiver::new(
+            pool.clone(),
+            ArchiveDir::open(dir.path())?,
+            Policy::default(),
+        );
+        let services = Services::start(vec![Box::new(engine::archive::service(
+            archiver,
+            Duration::from_secs(1),
+        ))]);
         Ok(Self {
-            stop,
-            task,
+            services,
+            pool,
+            before,
             _dir: dir,
         })
     }
 
-    /// Stops after the batch in hand; what moved meanwhile.
-    pub(super) async fn stop(self) -> anyhow::Result<Moved> {
-        self.stop.store(true, Ordering::Relaxed);
-        self.task.await?
+    /// Stops after the turn in hand; the workflows it archived.
+    pub(super) async fn stop(self) -> anyhow::Result<i64> {
+        self.services.stop().await;
+        let moved = archived(&self.pool).await? - self.before;
+        self.pool.close().await;
+        Ok(moved)
     }
+}
+
+/// Tombstones so far.
+async fn archived(pool: &PgPool) -> anyhow::Result<i64> {
+    Ok(sqlx::query_scalar("select count(*) from archived_workflow")
+        .fetch_one(pool)
+        .await?)
 }

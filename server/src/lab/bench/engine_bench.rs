@@ -201,7 +201,7 @@ async fn system_run(
         began,
     } = prepared.run(db).await?;
     let archived = match beside {
-        Some(beside) => Some(beside.stop().await?.workflows),
+        Some(beside) => Some(beside.stop().await?),
         None => None,
     };
     // Exiting backends publish their counts; give them a moment.
