@@ -131,6 +131,17 @@ async fn collector() -> (String, Arc<Mutex<Vec<Bytes>>>) {
     (url, received)
 }
 
+/// `traces` once every span ended so far is exported. The export blocks until the collector
+/// answers, and the collector runs on the test's thread: the flush runs on another.
+async fn flushed(traces: server::telemetry::Tracing) -> server::telemetry::Tracing {
+    tokio::task::spawn_blocking(move || {
+        traces.flush();
+        traces
+    })
+    .await
+    .unwrap()
+}
+
 /// Every span in the exports the collector received.
 fn spans(bodies: &[Bytes]) -> Vec<Span> {
     bodies
@@ -174,13 +185,7 @@ async fn with_a_collector_named_each_attempt_of_a_workflows_step_arrives_as_a_tr
     lose_the_next_answer(&destination);
     run_one_notice(&pool, &adapter, "notice-traced").await;
     drop(guard);
-    // The export blocks until the collector answers, and the collector runs on this thread.
-    let traces = tokio::task::spawn_blocking(move || {
-        traces.flush();
-        traces
-    })
-    .await
-    .unwrap();
+    let traces = flushed(traces).await;
 
     let spans = spans(&received.lock().unwrap());
     let attempts: Vec<&Span> = spans
@@ -236,12 +241,7 @@ async fn with_log_lines_quieted_to_warnings_the_attempts_still_reach_the_collect
     let (_destination, adapter) = notice_destination(&pool).await;
     run_one_notice(&pool, &adapter, "notice-quiet").await;
     drop(guard);
-    let traces = tokio::task::spawn_blocking(move || {
-        traces.flush();
-        traces
-    })
-    .await
-    .unwrap();
+    let traces = flushed(traces).await;
 
     let spans = spans(&received.lock().unwrap());
     assert!(
