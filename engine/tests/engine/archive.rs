@@ -313,17 +313,23 @@ async fn a_record_written_by_an_archiver_that_died_before_its_commit_is_written_
     );
 }
 
-#[sqlx::test(migrator = "engine::db::MIGRATOR")]
-async fn old_audit_entries_are_archived_and_events_every_consumer_passed_are_dropped(pool: PgPool) {
-    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
-    let dir = tempfile::tempdir().unwrap();
+/// A sign-in's audit entry (naming no workflow) from 401 days ago: past the default audit
+/// retention.
+async fn old_sign_in(pool: &PgPool) {
     sqlx::query(
         "insert into audit (at, actor, actor_kind, action, details)
          values (now() - interval '401 days', 'olga', 'operator', 'sign_in', '{}')",
     )
-    .execute(&h.pool)
+    .execute(pool)
     .await
     .unwrap();
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn old_audit_entries_are_archived_and_events_every_consumer_passed_are_dropped(pool: PgPool) {
+    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
+    let dir = tempfile::tempdir().unwrap();
+    old_sign_in(&h.pool).await;
     let w = h.start("events").await;
     settle(&h, w).await;
     let events: i64 = sqlx::query_scalar("select count(*) from outbox")
@@ -331,15 +337,11 @@ async fn old_audit_entries_are_archived_and_events_every_consumer_passed_are_dro
         .await
         .unwrap();
     assert!(events > 0);
-    let unpublished = archive_now(&archiver(
-        &h.pool,
-        dir.path(),
-        Policy {
-            events: std::time::Duration::ZERO,
-            ..Policy::default()
-        },
-    ))
-    .await;
+    let events_at_once = Policy {
+        events: std::time::Duration::ZERO,
+        ..Policy::default()
+    };
+    let unpublished = archive_now(&archiver(&h.pool, dir.path(), events_at_once)).await;
     assert_eq!((unpublished.audit_entries, unpublished.events), (1, 0));
     // The publisher passes them all.
     sqlx::query(
@@ -349,15 +351,7 @@ async fn old_audit_entries_are_archived_and_events_every_consumer_passed_are_dro
     .execute(&h.pool)
     .await
     .unwrap();
-    let passed = archive_now(&archiver(
-        &h.pool,
-        dir.path(),
-        Policy {
-            events: std::time::Duration::ZERO,
-            ..Policy::default()
-        },
-    ))
-    .await;
+    let passed = archive_now(&archiver(&h.pool, dir.path(), events_at_once)).await;
     assert_eq!(passed.events, events);
     let sign_ins: i64 = sqlx::query_scalar("select count(*) from audit where action = 'sign_in'")
         .fetch_one(&h.pool)
@@ -395,23 +389,8 @@ async fn the_archiver_runs_as_the_role_z29c_runs_as(pool: PgPool) {
     let w = h.start("as-the-app").await;
     settle(&h, w).await;
     age(&h.pool, w, 31).await;
-    sqlx::query(
-        "insert into audit (at, actor, actor_kind, action, details)
-         values (now() - interval '401 days', 'olga', 'operator', 'sign_in', '{}')",
-    )
-    .execute(&h.pool)
-    .await
-    .unwrap();
-    let role = format!("z29c_app_{}", Uuid::new_v4().simple());
-    sqlx::query(&format!("create role {role}"))
-        .execute(&h.pool)
-        .await
-        .unwrap();
-    sqlx::query("select z29c_grant_application($1)")
-        .bind(&role)
-        .execute(&h.pool)
-        .await
-        .unwrap();
+    old_sign_in(&h.pool).await;
+    let role = crate::privileges::application_role(&h.pool).await;
     let statement = format!("set role {role}");
     let options = (*h.pool.connect_options()).clone();
     let as_app = sqlx::postgres::PgPoolOptions::new()

@@ -35,18 +35,25 @@ async fn refused_everything(conn: &mut PgConnection) {
     }
 }
 
-#[sqlx::test(migrator = "engine::db::MIGRATOR")]
-async fn the_application_role_cannot_truncate_update_or_delete_what_is_never_changed(pool: PgPool) {
+/// A new role granted what the role Z29C runs as is granted (`z29c_grant_application`); its
+/// name.
+pub(crate) async fn application_role(pool: &PgPool) -> String {
     let role = format!("z29c_app_{}", uuid::Uuid::new_v4().simple());
     sqlx::query(&format!("create role {role}"))
-        .execute(&pool)
+        .execute(pool)
         .await
         .unwrap();
     sqlx::query("select z29c_grant_application($1)")
         .bind(&role)
-        .execute(&pool)
+        .execute(pool)
         .await
         .unwrap();
+    role
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_application_role_cannot_truncate_update_or_delete_what_is_never_changed(pool: PgPool) {
+    let role = application_role(&pool).await;
     let mut conn = pool.acquire().await.unwrap();
     sqlx::query(&format!("set role {role}"))
         .execute(&mut *conn)
