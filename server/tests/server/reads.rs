@@ -343,6 +343,12 @@ async fn with_every_connection_of_the_engine_taken_the_console_still_answers_on_
         "a runaway statement gives its connection back"
     );
     assert_eq!(name, "z29c-console");
+    // Sign-in's few connections, made beside the console's, keep their own shorter bound.
+    let anonymous: String = sqlx::query_scalar("select current_setting('statement_timeout')")
+        .fetch_one(&state.anonymous.0)
+        .await
+        .unwrap();
+    assert_eq!(anonymous, "5s");
     let request = http::Request::get("/readyz")
         .body(axum::body::Body::empty())
         .unwrap();
