@@ -22,7 +22,8 @@ pub(super) struct Beside {
     pool: PgPool,
     /// Tombstones before the start.
     before: i64,
-    _dir: tempfile::TempDir,
+    /// The archive, when the service made its own.
+    _dir: Option<tempfile::TempDir>,
 }
 
 /// Loads the `run`-th range of `workflows` eligible workflows; the bench's adapters must be
@@ -45,16 +46,24 @@ pub(super) async fn load_eligible(
 }
 
 impl Beside {
-    /// Starts the service with the default policy, looking for work every second.
+    /// Starts the service with the default policy and an archive of its own.
     pub(super) async fn start(db: &BenchDatabase) -> anyhow::Result<Self> {
         let pool = db.pool(2, false).await?;
-        let before = archived(&pool).await?;
         let dir = tempfile::tempdir()?;
         let archiver = Archiver::new(
             pool.clone(),
             ArchiveDir::open(dir.path())?,
             Policy::default(),
         );
+        let mut beside = Self::run(archiver, pool).await?;
+        beside._dir = Some(dir);
+        Ok(beside)
+    }
+
+    /// Starts the service over `archiver`, looking for work every second as `serve` would be
+    /// told to; `pool` counts what it moved.
+    pub(super) async fn run(archiver: Archiver, pool: PgPool) -> anyhow::Result<Self> {
+        let before = archived(&pool).await?;
         let services = Services::start(vec![Box::new(engine::archive::service(
             archiver,
             Duration::from_secs(1),
@@ -63,7 +72,7 @@ impl Beside {
             services,
             pool,
             before,
-            _dir: dir,
+            _dir: None,
         })
     }
 

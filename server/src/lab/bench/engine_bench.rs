@@ -51,6 +51,10 @@ pub struct EngineBenchArgs {
     /// during the run (the engine with the archiver beside it).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub archiving: usize,
+    /// With `--archiving`: load the same history but leave the archiver off, for the run to set
+    /// beside the archiving one (both then start from the same tables).
+    #[arg(long)]
+    pub archiver_off: bool,
 }
 
 /// One measured run.
@@ -193,6 +197,7 @@ async fn system_run(
     let before = Snapshot::take(&db.url).await?;
     let beside = match args.archiving {
         0 => None,
+        _ if args.archiver_off => None,
         _ => Some(super::beside::Beside::start(db).await?),
     };
     let Driven {
@@ -374,6 +379,12 @@ fn print_runs(args: &EngineBenchArgs, runs: &[EngineRun]) {
 
 /// With `--archiving`: what the archiver moved beside each run.
 fn print_archiving(args: &EngineBenchArgs, runs: &[EngineRun]) {
+    if args.archiving > 0 && args.archiver_off {
+        println!(
+            "{} workflows past their retention loaded before each run, the archiver off",
+            args.archiving
+        );
+    }
     for r in runs {
         if let Some(archived) = r.archived {
             println!(

@@ -1,8 +1,8 @@
 //! `z29c bench retention` (docs/DESIGN.md §21): simulated days of traffic loaded oldest first,
 //! the archiver run after each day with the policy as it stands that day, and what a team would
 //! watch: the hot tables' size against their size once the policy's first window filled, the
-//! archiver's throughput against the intake, and the console's pages at the end — timed while
-//! the archiver works — against the same pages at 10k workflows.
+//! archiver's throughput against the intake, and the console's pages at the end — timed beside
+//! the paced archiver service — against the same pages at 10k workflows.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use engine::archive::{ArchiveDir, Archiver, Moved, Policy};
 use sqlx::PgPool;
 
+use super::beside::Beside;
 use super::cluster::BenchDatabase;
 use super::console_bench::{serve, time_pages};
 use super::load::{load_aged, register_adapters};
@@ -77,16 +78,20 @@ pub async fn retention(args: RetentionBenchArgs) -> anyhow::Result<()> {
         days.archived as f64 / days.archive_secs.max(1e-9) / intake,
     );
 
-    // One more day past its retention, archived while the pages are timed.
+    // One more day past its retention, archived by the paced service, as `serve` runs it,
+    // while the pages are timed.
     let loaded = 10_000 + args.per_day * args.days as usize;
     load_aged(&pool, loaded, loaded + args.per_day, Some(args.days + 1)).await?;
-    let archiver = Archiver::new(pool.clone(), dir.clone(), policy(args.policy_days));
-    let working = tokio::spawn(async move { drain(&archiver).await });
+    let own = db.pool(2, false).await?;
+    let archiver = Archiver::new(own.clone(), dir.clone(), policy(args.policy_days));
+    let started = Instant::now();
+    let beside = Beside::run(archiver, own).await?;
     let during = time_pages(&pool, &session, args.requests).await?;
-    let (moved, secs) = working.await??;
+    let secs = started.elapsed().as_secs_f64();
+    let moved = beside.stop().await?;
     println!(
-        "\npages with the archiver at work ({} workflows archived meanwhile, in {secs:.0} s)",
-        moved.workflows
+        "\npages beside the paced archiver ({moved} of {} workflows archived meanwhile, in {secs:.0} s)",
+        args.per_day
     );
     println!("page                      p50 @10k   p50 now    ratio   p99 now");
     for ((name, p50_then, _), (_, p50, p99)) in baseline.iter().zip(&during) {

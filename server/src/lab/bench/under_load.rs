@@ -84,6 +84,7 @@ async fn engine_run(
         ceiling_clients: 0,
         limit_rps: None,
         archiving: 0,
+        archiver_off: false,
     };
     let tag = uuid::Uuid::new_v4().simple().to_string();
     let since = chrono::Utc::now();
