@@ -10,7 +10,14 @@ use crate::console::{Browser, signed_in};
 use crate::support::fixture;
 
 /// The tables that grow with every workflow: no figure may read them whole.
-const BIG_TABLES: [&str; 5] = ["step", "attempt_start", "observation", "workflow", "outbox"];
+const BIG_TABLES: [&str; 6] = [
+    "step",
+    "attempt_start",
+    "observation",
+    "workflow",
+    "outbox",
+    "archived_workflow",
+];
 
 /// The read modules whose every statement a scrape or an overview runs.
 const READS: [(&str, &str); 2] = [
@@ -303,6 +310,76 @@ async fn a_search_of_the_workflow_list_by_request_key_reads_no_big_table_whole_i
         whole_table_reads(&mut conn, by_any_key).await,
         Vec::<String>::new()
     );
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_search_of_the_archived_workflows_by_key_reads_no_tombstone_whole_in_any_plan(
+    pool: PgPool,
+) {
+    sqlx::query(
+        "insert into archived_workflow (id, creation_key, definition_name, definition_version, state,
+                                        input_digest, created_at, settled_at, request_keys,
+                                        external_references, archive_file, member_offset, member_length)
+         select gen_random_uuid(), 'k-' || i, 'document_delivery', 1, 'completed',
+                'sha256:' || repeat('0', 64), now(), now(), array['rk-' || i], array['ref-' || i],
+                'day.jsonl.gz', i, 1
+         from generate_series(1, 20000) i",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("analyze archived_workflow")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let searching: Vec<String> = statements(include_str!("../../../engine/src/read/workflows.rs"))
+        .into_iter()
+        .filter(|sql| sql.contains("from archived_workflow a"))
+        .collect();
+    assert_eq!(searching.len(), 1, "one statement searches the tombstones");
+    let mut conn = pool.acquire().await.unwrap();
+    sqlx::query(&format!("prepare search as {}", searching[0]))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    // Planned for each key, and once for every key as PostgreSQL does after five searches.
+    for mode in ["force_custom_plan", "force_generic_plan"] {
+        sqlx::query(&format!("set plan_cache_mode = {mode}"))
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        for search in [
+            "execute search(null, null, null, null, null, 'rk-1', null, null, 51, null)",
+            "execute search(null, null, null, null, null, null, 'ref-1', null, 51, null)",
+            "execute search(null, null, null, null, 'k-1', null, null, null, 51, null)",
+            "execute search(null, null, null, null, null, null, null, null, 51, 'rk-1')",
+        ] {
+            assert_eq!(
+                whole_table_reads(&mut conn, search).await,
+                Vec::<String>::new(),
+                "{mode}: {search}"
+            );
+        }
+    }
+    // The search still finds what it found: each key names its one tombstone.
+    for key in ["rk-7", "ref-7", "k-7"] {
+        let page = engine::read::workflows::list(
+            &pool,
+            &engine::read::workflows::WorkflowQuery {
+                key: Some(key.into()),
+                limit: 50,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        let found: Vec<&str> = page
+            .workflows
+            .iter()
+            .map(|w| w.creation_key.as_str())
+            .collect();
+        assert_eq!(found, ["k-7"], "{key}");
+    }
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
