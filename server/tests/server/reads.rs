@@ -274,25 +274,37 @@ async fn the_kept_counts_match_the_rows_through_inserts_changes_and_folds(pool: 
     assert_eq!(deltas, 0, "a read leaves the changes folded");
 }
 
-#[sqlx::test(migrator = "engine::db::MIGRATOR")]
-async fn a_search_of_the_workflow_list_by_request_key_reads_no_big_table_whole_in_its_generic_plan(
-    pool: PgPool,
-) {
-    thousands_of_finished_workflows(&pool).await;
+/// A connection of `pool` with the one statement of the workflow list's reads that `pick`
+/// selects prepared as `search`.
+async fn prepared_search(
+    pool: &PgPool,
+    pick: impl Fn(&str) -> bool,
+    one: &str,
+) -> sqlx::pool::PoolConnection<sqlx::Postgres> {
     let searching: Vec<String> = statements(include_str!("../../../engine/src/read/workflows.rs"))
         .into_iter()
-        .filter(|sql| sql.contains("from workflow w") && sql.contains("s.request_key = $7"))
+        .filter(|sql| pick(sql))
         .collect();
-    assert_eq!(
-        searching.len(),
-        1,
-        "one statement searches workflows by request key"
-    );
+    assert_eq!(searching.len(), 1, "{one}");
     let mut conn = pool.acquire().await.unwrap();
     sqlx::query(&format!("prepare search as {}", searching[0]))
         .execute(&mut *conn)
         .await
         .unwrap();
+    conn
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_search_of_the_workflow_list_by_request_key_reads_no_big_table_whole_in_its_generic_plan(
+    pool: PgPool,
+) {
+    thousands_of_finished_workflows(&pool).await;
+    let mut conn = prepared_search(
+        &pool,
+        |sql| sql.contains("from workflow w") && sql.contains("s.request_key = $7"),
+        "one statement searches workflows by request key",
+    )
+    .await;
     // What PostgreSQL plans once it has run a statement a few times: one plan for every value.
     sqlx::query("set plan_cache_mode = force_generic_plan")
         .execute(&mut *conn)
@@ -332,16 +344,12 @@ async fn a_search_of_the_archived_workflows_by_key_reads_no_tombstone_whole_in_a
         .execute(&pool)
         .await
         .unwrap();
-    let searching: Vec<String> = statements(include_str!("../../../engine/src/read/workflows.rs"))
-        .into_iter()
-        .filter(|sql| sql.contains("from archived_workflow a"))
-        .collect();
-    assert_eq!(searching.len(), 1, "one statement searches the tombstones");
-    let mut conn = pool.acquire().await.unwrap();
-    sqlx::query(&format!("prepare search as {}", searching[0]))
-        .execute(&mut *conn)
-        .await
-        .unwrap();
+    let mut conn = prepared_search(
+        &pool,
+        |sql| sql.contains("from archived_workflow a"),
+        "one statement searches the tombstones",
+    )
+    .await;
     // Planned for each key, and once for every key as PostgreSQL does after five searches.
     for mode in ["force_custom_plan", "force_generic_plan"] {
         sqlx::query(&format!("set plan_cache_mode = {mode}"))
