@@ -132,21 +132,17 @@ pub struct QueueCounts {
     pub by_adapter: Vec<(String, i64)>,
 }
 
-/// The queue's counts, from `step_waiting_counts_idx` alone, less the rejected steps that
-/// were replaced (found through `step_replaced_once_idx`: there are few).
+/// The queue's counts: the kept counts plus the changes not yet folded (migration
+/// `queue_counts`), so the work is the number of changes since the last fold, whatever the
+/// number of steps waiting.
 pub async fn queue_counts(pool: &PgPool) -> sqlx::Result<QueueCounts> {
+    crate::read::stats::fold_counts(pool).await?;
     let rows = sqlx::query!(
         r#"select state as "state!: StepState", adapter as "adapter!", sum(n)::bigint as "n!"
-           from (select waiting as state, coalesce(adapter, '') as adapter, count(*) as n from step
-                 where waiting is not null
-                 group by 1, 2
-                 union all
-                 select o.state, coalesce(o.adapter, ''), -count(*) from step r
-                 join step o on o.id = r.replaces_step_id
-                 where r.replaces_step_id is not null and o.state = 'rejected'
-                 group by 1, 2) t
+           from (select state, adapter, n from step_waiting_count
+                 union all select state, adapter, n from step_waiting_delta) c
            group by 1, 2
-           having sum(n) > 0"#
+           having sum(n) <> 0"#
     )
     .fetch_all(pool)
     .await?;

@@ -2,7 +2,8 @@
 //! incidents, and how long the waiting steps have waited. None of them groups every row: the
 //! state counts are kept as rows change (a trigger appends each change to a delta table, a
 //! reader folds the deltas into the counts; migration `cheap_figures`), and the waiting steps
-//! are read from their small partial index.
+//! are read from their small partial index. The review queue's counts are kept the same way
+//! and folded here too (`read::queue::queue_counts`).
 
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
@@ -45,6 +46,14 @@ pub async fn fold_counts(pool: &PgPool) -> sqlx::Result<()> {
            insert into step_state_count (logical, state, n)
            select logical, state, sum(n) from folded group by logical, state order by logical, state
            on conflict (logical, state) do update set n = step_state_count.n + excluded.n"#
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        r#"with folded as (delete from step_waiting_delta returning state, adapter, n)
+           insert into step_waiting_count (state, adapter, n)
+           select state, adapter, sum(n) from folded group by state, adapter order by state, adapter
+           on conflict (state, adapter) do update set n = step_waiting_count.n + excluded.n"#
     )
     .execute(&mut *tx)
     .await?;

@@ -26,6 +26,7 @@ mod outbox;
 mod pause;
 mod pipeline;
 mod privileges;
+mod queue_counts;
 mod replace;
 mod roles;
 mod schemas;

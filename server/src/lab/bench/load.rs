@@ -21,7 +21,8 @@ pub(super) async fn register_adapters(pool: &PgPool) -> anyhow::Result<()> {
 /// Loads workflows `from..to` with the mix of a long-running system: most succeeded with one
 /// to two attempts, about 1 % outcome unknown or waiting for review across the three adapter
 /// kinds (one to five attempts), 0.1 % with a duplicate-effect incident. Set-based SQL, with
-/// foreign-key triggers off for the load (`session_replication_role = replica`, superuser only).
+/// the triggers off for the load (`session_replication_role = replica`, superuser only) and the
+/// kept counts those triggers would have appended written by the load itself.
 pub(super) async fn load(pool: &PgPool, from: usize, to: usize) -> anyhow::Result<()> {
     load_aged(pool, from, to, None).await
 }
@@ -63,7 +64,7 @@ pub(super) async fn load_aged(
 }
 
 /// The load, statement by statement; each binds the range `from..to` as `$1` and `$2`.
-const STATEMENTS: [&str; 9] = [
+const STATEMENTS: [&str; 12] = [
     // Workflows: needs_review for the 1 % unknown and the 0.1 % duplicates.
     r#"insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest, state, revision, created_at, updated_at)
            select md5('w' || n)::uuid, 'bench-c-' || n, 'document_delivery', 2,
@@ -149,4 +150,18 @@ const STATEMENTS: [&str; 9] = [
            from generate_series($1::bigint, $2::bigint - 1) n,
                 lateral (values ('x-' || substr(md5(md5('s' || n || 'deliver')::uuid::text), 1, 12)), ('x-dup-' || n)) r(ref)
            where n % 1000 = 3"#,
+    // The kept counts, as the triggers that are off for the load would have appended them.
+    r#"insert into workflow_state_delta (state, n)
+           select state, count(*) from workflow
+           where id in (select md5('w' || n)::uuid from generate_series($1::bigint, $2::bigint - 1) n)
+           group by state"#,
+    r#"insert into step_state_delta (logical, state, n)
+           select logical, state, count(*) from step
+           where workflow_id in (select md5('w' || n)::uuid from generate_series($1::bigint, $2::bigint - 1) n)
+           group by logical, state"#,
+    r#"insert into step_waiting_delta (state, adapter, n)
+           select waiting, coalesce(adapter, ''), count(*) from step
+           where waiting is not null
+             and workflow_id in (select md5('w' || n)::uuid from generate_series($1::bigint, $2::bigint - 1) n)
+           group by 1, 2"#,
 ];
