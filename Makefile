@@ -35,25 +35,27 @@ test:
 	scripts/ensure-tools.sh test
 	$(MAKE) --no-print-directory lint build
 	$(Z29C) db exec -- $(MAKE) --no-print-directory unit e2e
-	$(MAKE) --no-print-directory scenarios
 	$(MAKE) --no-print-directory tutorial
+	$(MAKE) --no-print-directory scenarios
 
-## The scenario harness needs failpoints, which only this separate build has (never the one
-## `make run` serves): every fault point × every protocol kind, the timing sweep and the named
-## scenarios, and a representative subset against the payments API and the webhook receiver
-## (`--all-points` runs all of them there too); then proof that it fails when a recovery rule
-## is broken (kind:scenario:rule).
-SCENARIO_TARGET := $(CARGO_TARGET_DIR)/failpoints
+## The scenario harness needs failpoints, which only this build has: every fault point × every
+## protocol kind, the timing sweep and the named scenarios, and a representative subset against
+## the payments API and the webhook receiver (`--all-points` runs all of them there too); then
+## proof that it fails when a recovery rule is broken (kind:scenario:rule). It shares the target
+## directory, so only the crates the feature changes are built again (not every dependency),
+## and it replaces $(Z29C) until the next build: `make test` runs it last, and `make build`
+## (which `make run` calls) links the binary without failpoints again.
+SCENARIO_Z29C := $(CARGO_TARGET_DIR)/debug/z29c
 BROKEN_RULES := opaque:after_acceptance_before_response:resend_opaque \
 	webhook:after_acceptance_before_response:resend_opaque \
 	idempotent:recovered_by_v2:regenerate_with_newest \
 	queryable:restore_from_backup:resume_blind
 scenarios:
-	CARGO_TARGET_DIR=$(SCENARIO_TARGET) cargo build -p server --features ssr,failpoints,lab --bin z29c
-	$(SCENARIO_TARGET)/debug/z29c scenario matrix
+	cargo build -p server --features ssr,failpoints,lab --bin z29c
+	$(SCENARIO_Z29C) scenario matrix
 	@for case in $(BROKEN_RULES); do \
 	   IFS=: read -r kind point rule <<< "$$case"; \
-	   if $(SCENARIO_TARGET)/debug/z29c scenario matrix --kinds "$$kind" --points "$$point" \
+	   if $(SCENARIO_Z29C) scenario matrix --kinds "$$kind" --points "$$point" \
 	        --break-rule "$$rule" >/dev/null 2>&1; then \
 	     echo "the scenario harness passed with the recovery rule '$$rule' broken: it cannot catch what it is for"; exit 1; \
 	   else echo "scenario harness: the broken rule '$$rule' is caught ($$kind, $$point)"; fi; \

@@ -47,7 +47,11 @@ cargo_leptos() {
   local build
   build=$(mktemp -d /tmp/cargo-leptos-src.XXXXXX)
   cp -r "$src"/. "$build"
-  (cd "$build" && cargo update -p cargo-util-schemas --precise 0.14.1 && install_crate --path . --locked)
+  # Its own release profile links with fat LTO in one codegen unit: a long step on one core that
+  # a build tool does not need, so cargo's default release settings apply instead.
+  (cd "$build" && cargo update -p cargo-util-schemas --precise 0.14.1 &&
+    CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+      install_crate --path . --locked)
   rm -rf "$build"
 }
 
