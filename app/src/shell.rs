@@ -16,11 +16,19 @@ use crate::steps::components::StepPage;
 use crate::workflow_list::components::WorkflowListPage;
 use crate::workflows::components::{StatusPage, WorkflowPage};
 
-/// The whole HTML document, rendered on the server around [`App`]. The scripts load the wasm
-/// that hydrates the page's islands (`islands=true`), under the response's nonce.
+/// The whole HTML document, rendered on the server around [`App`]. On a page that can hold an
+/// island the scripts load the wasm that hydrates it (`islands=true`), under the response's
+/// nonce; any other page loads no wasm, and one line of script says it is live once parsed, as
+/// the wasm would have (docs/DESIGN.md §18).
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     #[cfg(feature = "ssr")]
     content_security_policy();
+    let scripts = if asked_for_islands() {
+        view! { <HydrationScripts options=options.clone() islands=true /> }.into_any()
+    } else {
+        view! { <script nonce=leptos::nonce::use_nonce() inner_html=live_without_wasm()></script> }
+            .into_any()
+    };
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -30,7 +38,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <link rel="icon" href="data:," />
                 <link rel="stylesheet" id="leptos" href=stylesheet(&options) />
                 <AutoReload options=options.clone() />
-                <HydrationScripts options islands=true />
+                {scripts}
                 <MetaTags />
             </head>
             <body>
@@ -38,6 +46,35 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
             </body>
         </html>
     }
+}
+
+/// The paths whose pages can hold an island (`#[island]`): the overview's live counts, a step's
+/// action forms and a bulk run's progress. A page elsewhere that held one would stay inert, so
+/// `islands::only_the_pages_that_hold_islands_load_the_wasm` renders both kinds.
+#[cfg(feature = "ssr")]
+fn holds_islands(path: &str) -> bool {
+    path == "/overview" || path.starts_with("/steps/") || path.starts_with("/bulk/")
+}
+
+/// Whether the page being rendered can hold an island (yes where no request is known).
+fn asked_for_islands() -> bool {
+    #[cfg(feature = "ssr")]
+    {
+        use_context::<http::request::Parts>().is_none_or(|parts| holds_islands(parts.uri.path()))
+    }
+    #[cfg(not(feature = "ssr"))]
+    true
+}
+
+/// What [`crate::live`] does once the wasm has started on a page without islands, for a page
+/// that loads none: the body's `data-hydrated` and the performance mark, once parsed.
+fn live_without_wasm() -> String {
+    format!(
+        "document.addEventListener('DOMContentLoaded', () => {{ \
+         document.body.setAttribute('data-hydrated', 'true'); \
+         performance.mark('{}'); }});",
+        crate::live::HYDRATED_MARK
+    )
 }
 
 /// The stylesheet's address (content-hashed in a cargo-leptos build; see [`crate::assets`]).

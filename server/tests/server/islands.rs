@@ -1,0 +1,62 @@
+//! Which pages load the wasm: those that hold an island, and no other (docs/DESIGN.md §18).
+
+use engine::domain::Role;
+use http::StatusCode;
+use sqlx::PgPool;
+
+use crate::console::{Browser, signed_in, step_under_review};
+
+/// What a page's HTML says of its islands and its scripts.
+#[derive(Debug, PartialEq)]
+struct Page {
+    islands: bool,
+    wasm: bool,
+    marked_live_without_wasm: bool,
+}
+
+async fn page(browser: &mut Browser, path: &str) -> Page {
+    let (status, html) = browser.get(path).await;
+    assert_eq!(status, StatusCode::OK, "{path}: {html}");
+    Page {
+        islands: html.contains("<leptos-island"),
+        wasm: html.contains(".wasm"),
+        marked_live_without_wasm: html.contains("setAttribute('data-hydrated', 'true')"),
+    }
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn only_the_pages_that_hold_islands_load_the_wasm(pool: PgPool) {
+    let step = step_under_review(&pool).await;
+    let workflow: uuid::Uuid = sqlx::query_scalar("select workflow_id from step where id = $1")
+        .bind(step)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let mut approver = signed_in(&pool, Role::Approver).await;
+    let with_islands = Page {
+        islands: true,
+        wasm: true,
+        marked_live_without_wasm: false,
+    };
+    for path in ["/overview".to_owned(), format!("/steps/{step}")] {
+        assert_eq!(page(&mut approver, &path).await, with_islands, "{path}");
+    }
+    let without = Page {
+        islands: false,
+        wasm: false,
+        marked_live_without_wasm: true,
+    };
+    for path in [
+        "/".to_owned(),
+        format!("/?q={workflow}"),
+        "/workflows".to_owned(),
+        format!("/workflows/{workflow}"),
+        "/audit".to_owned(),
+        "/adapters".to_owned(),
+        "/bulk".to_owned(),
+    ] {
+        assert_eq!(page(&mut approver, &path).await, without, "{path}");
+    }
+    let mut visitor = Browser::anonymous(&pool);
+    assert_eq!(page(&mut visitor, "/sign-in").await, without, "/sign-in");
+}
