@@ -33,26 +33,21 @@ pub async fn fold_counts(pool: &PgPool) -> sqlx::Result<()> {
     if !mine {
         return Ok(());
     }
+    // One statement for the three kept counts: every queue page folds, so one round trip.
     sqlx::query!(
-        r#"with folded as (delete from workflow_state_delta returning state, n)
-           insert into workflow_state_count (state, n)
-           select state, sum(n) from folded group by state order by state
-           on conflict (state) do update set n = workflow_state_count.n + excluded.n"#
-    )
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query!(
-        r#"with folded as (delete from step_state_delta returning logical, state, n)
-           insert into step_state_count (logical, state, n)
-           select logical, state, sum(n) from folded group by logical, state order by logical, state
-           on conflict (logical, state) do update set n = step_state_count.n + excluded.n"#
-    )
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query!(
-        r#"with folded as (delete from step_waiting_delta returning state, adapter, n)
+        r#"with workflows as (delete from workflow_state_delta returning state, n),
+                workflows_kept as (
+                    insert into workflow_state_count (state, n)
+                    select state, sum(n) from workflows group by state order by state
+                    on conflict (state) do update set n = workflow_state_count.n + excluded.n),
+                steps as (delete from step_state_delta returning logical, state, n),
+                steps_kept as (
+                    insert into step_state_count (logical, state, n)
+                    select logical, state, sum(n) from steps group by logical, state order by logical, state
+                    on conflict (logical, state) do update set n = step_state_count.n + excluded.n),
+                waiting as (delete from step_waiting_delta returning state, adapter, n)
            insert into step_waiting_count (state, adapter, n)
-           select state, adapter, sum(n) from folded group by state, adapter order by state, adapter
+           select state, adapter, sum(n) from waiting group by state, adapter order by state, adapter
            on conflict (state, adapter) do update set n = step_waiting_count.n + excluded.n"#
     )
     .execute(&mut *tx)
