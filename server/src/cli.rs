@@ -216,6 +216,10 @@ pub(crate) struct CheckArgs {
     /// After a restore, before workers resume: hand every step caught mid-call to recovery.
     #[arg(long)]
     pub(crate) before_resume: bool,
+    /// With `--before-resume`: the archive `z29c serve` writes (its `--archive-dir`), whose
+    /// records of workflows archived after the backup get their tombstones back.
+    #[arg(long, env = "Z29C_ARCHIVE_DIR")]
+    pub(crate) archive_dir: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -98,9 +98,11 @@ async fn run_bench(command: BenchCommand) -> anyhow::Result<()> {
 
 async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let db = Database::open(&args.database).await?;
+    let mut keys_apart = true;
     if args.before_resume {
         // Re-basing the outbox rewrites events, which only the schema's owner may do.
         let owner = db.owner().await?;
+        keys_apart = reconcile_archive(&owner, args.archive_dir.as_deref()).await?;
         let resume = engine::watch::invariants::prepare_resume(&owner).await?;
         println!(
             "before resume: {} external step(s) caught unfinished go to recovery (query, same-key \
@@ -152,11 +154,49 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     }
     // What an incident already records was detected and is in a person's hands: only what
     // nobody has seen fails the check, so it can gate a deploy or a restore.
-    Ok(if violations.len() == seen.len() && orphans.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(
+        if violations.len() == seen.len() && orphans.is_empty() && keys_apart {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        },
+    )
+}
+
+/// After a restore: the tombstones of what the archive at `dir` holds and the database lacks,
+/// written again (docs/DESIGN.md §21, "After a restore"). False when an archived workflow's
+/// creation key is held by a workflow started since: that fails the check.
+async fn reconcile_archive(
+    owner: &sqlx::PgPool,
+    dir: Option<&std::path::Path>,
+) -> anyhow::Result<bool> {
+    let Some(dir) = dir else {
+        println!(
+            "before resume: no archive given (--archive-dir, Z29C_ARCHIVE_DIR); a deployment that \
+             archives must give it, or workflows archived after the backup lose their keys"
+        );
+        return Ok(true);
+    };
+    anyhow::ensure!(dir.is_dir(), "no archive at {}", dir.display());
+    let archive = engine::archive::ArchiveDir::at(dir);
+    let done = engine::archive::reconcile(owner, &archive)
+        .await
+        .with_context(|| format!("reconciling the archive at {}", dir.display()))?;
+    println!(
+        "before resume: {} archive member(s) read since the database's newest tombstone; {} \
+         workflow(s) archived after the backup have their tombstones again, {} the backup holds \
+         will be archived again",
+        done.members,
+        done.restored.len(),
+        done.hot_again.len()
+    );
+    for id in &done.key_taken {
+        println!(
+            "before resume: archived workflow {id} has its creation key held by a workflow \
+             started since the restore: two intents under one key, look at both"
+        );
+    }
+    Ok(done.key_taken.is_empty())
 }
 
 /// Who the audit log names for what is done at the command line: whoever can run `z29c`

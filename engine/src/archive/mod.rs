@@ -10,6 +10,7 @@
 //! lost.
 
 mod file;
+mod reconcile;
 
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,7 @@ use crate::store::archive::{self as store, Place, Walked};
 
 pub use crate::store::archive::Tombstone;
 pub use file::{ArchiveDir, FORMAT, Finding, Manifest, Member, Placed};
+pub use reconcile::{Reconciled, reconcile};
 
 /// How long things stay in the hot tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +68,13 @@ pub enum ArchiveError {
     Io(#[from] std::io::Error),
     #[error("the archive's record of {0} is missing from the member its tombstone names")]
     Missing(Uuid),
+    #[error(
+        "the archive holds no member at byte {offset} of {file}, where the database's newest \
+         tombstone points: it is not this database's archive, or a copy older than the database"
+    )]
+    Foreign { file: String, offset: i64 },
+    #[error("a workflow record in {0} at byte {1} lacks what its tombstone needs")]
+    Unreadable(String, u64),
 }
 
 /// What the archiver moved.

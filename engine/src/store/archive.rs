@@ -338,3 +338,51 @@ where
     .fetch_optional(executor)
     .await
 }
+
+/// The member holding the newest tombstone's record (file, offset): the last batch a restored
+/// database knows it archived. Batches run one at a time, so every record of an earlier member
+/// is of a workflow the database holds, hot or as a tombstone.
+pub async fn newest_member(conn: &mut PgConnection) -> sqlx::Result<Option<(String, i64)>> {
+    let row = sqlx::query!(
+        "select archive_file, member_offset from archived_workflow order by archived_at desc limit 1"
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|r| (r.archive_file, r.member_offset)))
+}
+
+/// Writes the tombstones `rows` holds (a JSON array of `archived_workflow` rows, rebuilt from
+/// their records) where neither the workflow's id nor its creation key is in the hot tables
+/// or another tombstone; returns the ids written. Only the schema's owner may.
+pub async fn restore_tombstones(conn: &mut PgConnection, rows: &Value) -> sqlx::Result<Vec<Uuid>> {
+    sqlx::query_scalar!(
+        r#"insert into archived_workflow
+           select t.* from jsonb_populate_recordset(null::archived_workflow, $1) t
+           where not exists (select 1 from workflow w
+                             where w.id = t.id or w.creation_key = t.creation_key)
+           on conflict do nothing
+           returning id"#,
+        rows,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Of the workflows `ids` (started under `creation_keys`), those the hot tables hold, each with
+/// whether it is that workflow (`true`) or another one started under its creation key.
+pub async fn hot_or_key_taken(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+    creation_keys: &[String],
+) -> sqlx::Result<Vec<(Uuid, bool)>> {
+    let rows = sqlx::query!(
+        r#"select t.id as "id!", w.id = t.id as "same!"
+           from unnest($1::uuid[], $2::text[]) as t(id, creation_key)
+           join workflow w on w.id = t.id or w.creation_key = t.creation_key"#,
+        ids,
+        creation_keys,
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.id, r.same)).collect())
+}

@@ -15,12 +15,12 @@ use uuid::Uuid;
 use crate::operate::{reviewing, unknown_delivery};
 use crate::support::Harness;
 
-fn archiver(pool: &PgPool, dir: &Path, policy: Policy) -> Archiver {
+pub(crate) fn archiver(pool: &PgPool, dir: &Path, policy: Policy) -> Archiver {
     Archiver::new(pool.clone(), ArchiveDir::open(dir).unwrap(), policy)
 }
 
 /// Moves `workflow`'s settling, and its requests' sending, `days` into the past.
-async fn age(pool: &PgPool, workflow: Uuid, days: i32) {
+pub(crate) async fn age(pool: &PgPool, workflow: Uuid, days: i32) {
     sqlx::query(
         "update settled_workflow set settled_at = settled_at - make_interval(days => $2)
          where workflow_id = $1",
@@ -44,7 +44,7 @@ async fn age(pool: &PgPool, workflow: Uuid, days: i32) {
 }
 
 /// Whether `workflow` is still in the hot tables.
-async fn hot(pool: &PgPool, workflow: Uuid) -> bool {
+pub(crate) async fn hot(pool: &PgPool, workflow: Uuid) -> bool {
     sqlx::query_scalar("select exists (select 1 from workflow where id = $1)")
         .bind(workflow)
         .fetch_one(pool)
@@ -53,12 +53,12 @@ async fn hot(pool: &PgPool, workflow: Uuid) -> bool {
 }
 
 /// Drives `workflow` until it completed.
-async fn settle(h: &Harness, workflow: Uuid) {
+pub(crate) async fn settle(h: &Harness, workflow: Uuid) {
     h.drive_until(workflow, "notify", "succeeded").await;
     assert_eq!(h.workflow_state(workflow).await, "completed");
 }
 
-async fn archive_now(archiver: &Archiver) -> engine::archive::Moved {
+pub(crate) async fn archive_now(archiver: &Archiver) -> engine::archive::Moved {
     archiver
         .turn(std::time::Duration::from_secs(30))
         .await

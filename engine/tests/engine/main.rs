@@ -5,6 +5,7 @@ mod adapter_body;
 mod adapter_file;
 mod alerts;
 mod archive;
+mod archive_restore;
 mod bounds;
 mod breaker;
 mod bulk;
