@@ -41,13 +41,45 @@ pub(super) const SEEDS_DUPLICATE: &str = "seeds_duplicate_delivery";
 /// The archiver killed once its batch is durable in the archive (a failpoint of its own).
 pub(super) const ARCHIVE_WRITE: &str = "after_archive_write";
 
+/// A backup taken before any workflow started; the workflows delivered and archived; the
+/// backup restored and checked with the archive (`check --before-resume --archive-dir`).
+/// Reached when the restored database, which never saw them, has each one's tombstone again.
+pub(super) const RESTORE_ARCHIVED: &str = "restore_after_archiving";
+
 /// Where a scenario's archiver writes.
 pub(super) fn archive_dir(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("{name}-archive"))
 }
 
 /// The named scenarios beyond the fault points and the timing sweep.
-pub(super) const NAMED: [&str; 4] = [DATABASE_RESTART, RESTORE, RECOVERED_BY_V2, SEEDS_DUPLICATE];
+pub(super) const NAMED: [&str; 5] = [
+    DATABASE_RESTART,
+    RESTORE,
+    RESTORE_ARCHIVED,
+    RECOVERED_BY_V2,
+    SEEDS_DUPLICATE,
+];
+
+/// A `pg_dump` of a scenario's database, in a directory of its own.
+pub(super) struct Backup {
+    _dir: tempfile::TempDir,
+    file: std::path::PathBuf,
+}
+
+/// Backs up the database at `url` with the programs of the harness's own cluster.
+pub(super) async fn backup(db: &BenchDatabase, url: &str) -> anyhow::Result<Backup> {
+    let cluster = db.cluster().context(
+        "a restore needs the harness's own cluster (pg_dump, pg_restore): unset DATABASE_URL",
+    )?;
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("backup.dump");
+    run_program(
+        cluster.program("pg_dump"),
+        &["--format=custom", "--file", &file.to_string_lossy(), url],
+    )
+    .await?;
+    Ok(Backup { _dir: dir, file })
+}
 
 /// One scenario on its way to its fault point: its databases, its destination and the
 /// settings every way of reaching a point reads.
@@ -65,6 +97,8 @@ pub(super) struct Stage<'a> {
     pub(super) workflows: usize,
     /// The recovery rule broken on purpose, if any (`--break-rule`).
     pub(super) rule: Option<&'a str>,
+    /// Taken before the workflows started ([`RESTORE_ARCHIVED`]).
+    pub(super) backup: Option<Backup>,
 }
 
 impl Stage<'_> {
@@ -85,6 +119,11 @@ impl Stage<'_> {
                 reached
             }
             RESTORE => self.restore_from_backup().await?,
+            RESTORE_ARCHIVED => {
+                let (reached, answered) = self.restore_after_archiving(workflows).await?;
+                violations.extend(answered);
+                reached
+            }
             ARCHIVE_WRITE => self.archive_killed().await?,
             SEEDS_DUPLICATE => self.answer_late().await?,
             p if p.starts_with(TIMING) => {
@@ -189,24 +228,86 @@ impl Stage<'_> {
     /// A backup taken mid-run, the live system finishing, the backup restored over it, then
     /// `z29c check --before-resume`; reached when the restore rewound finished steps.
     async fn restore_from_backup(&mut self) -> anyhow::Result<bool> {
-        let cluster = self.db.cluster().context(
-            "a restore needs the harness's own cluster (pg_dump, pg_restore): unset DATABASE_URL",
-        )?;
-        let (url, name, admin) = (&self.url, self.name, self.admin);
+        let url = self.url.clone();
         delay_deliveries(&self.running.main, 300, self.workflows * 2)?;
         let (mut child, _) =
-            worker_until_first_delivery(url, self.rule, &self.running.main).await?;
+            worker_until_first_delivery(&url, self.rule, &self.running.main).await?;
         // The backup, taken while the live system works on.
-        let dir = tempfile::tempdir()?;
-        let backup = dir.path().join("backup.dump");
-        run_program(
-            cluster.program("pg_dump"),
-            &["--format=custom", "--file", &backup.to_string_lossy(), url],
-        )
-        .await?;
+        let backup = backup(self.db, &url).await?;
         // The live system finishes everything it can, then stops: the destination keeps it all.
         until_settled(&mut child, Some(&self.pool), Duration::from_secs(60)).await?;
         stop(&mut child).await;
+        self.restore(&backup).await?;
+        // The restore rewound steps the live system had finished.
+        let rewound: i64 = sqlx::query_scalar(
+            "select count(*) from step where kind <> 'pure' and state <> 'succeeded'",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        self.check_before_resume(None).await?;
+        Ok(rewound > 0)
+    }
+
+    /// Every workflow delivered and archived after a backup that predates them all, the backup
+    /// restored and checked with the archive; then each creation key submitted again, which must
+    /// answer its archived workflow. Reached when each has its tombstone back; says which
+    /// creation keys started something instead.
+    async fn restore_after_archiving(
+        &mut self,
+        workflows: &[Uuid],
+    ) -> anyhow::Result<(bool, Vec<String>)> {
+        let backup = self
+            .backup
+            .take()
+            .context("no backup before the workflows started")?;
+        let url = self.url.clone();
+        run_worker(
+            &url,
+            None,
+            self.rule,
+            Duration::from_secs(60),
+            Some(&self.pool),
+        )
+        .await?;
+        run_publisher(&url, None, Duration::from_secs(3)).await?;
+        let dir = archive_dir(self.name);
+        let _ = std::fs::remove_dir_all(&dir);
+        run_archiver(&url, &dir, None).await?;
+        self.restore(&backup).await?;
+        self.check_before_resume(Some(&dir)).await?;
+        let tombstones: i64 =
+            sqlx::query_scalar("select count(*) from archived_workflow where id = any($1)")
+                .bind(workflows)
+                .fetch_one(&self.pool)
+                .await?;
+        let mut started = Vec::new();
+        for (n, &id) in workflows.iter().enumerate() {
+            let (definition, input) = self.running.target.workflow(self.name, n, "docs");
+            let new = engine::intake::NewWorkflow {
+                creation_key: format!("{}-{n}", self.name),
+                definition,
+                version: None,
+                input,
+            };
+            let actor = engine::store::journal::Actor::Engine("scenario");
+            match engine::intake::start_workflow(&self.pool, new, actor).await? {
+                engine::intake::Started::Archived(t) if t.id == id => {}
+                other => started.push(format!(
+                    "the creation key of archived workflow {id} answered {} after the restore",
+                    other.id()
+                )),
+            }
+        }
+        Ok((tombstones == i64::try_from(workflows.len())?, started))
+    }
+
+    /// Replaces the scenario's database with `backup`; the destinations keep what they hold.
+    async fn restore(&mut self, backup: &Backup) -> anyhow::Result<()> {
+        let cluster = self
+            .db
+            .cluster()
+            .context("a restore needs the harness's own cluster")?;
+        let (url, name, admin) = (&self.url, self.name, self.admin);
         self.pool.close().await;
         sqlx::query(&format!("drop database {name} with (force)"))
             .execute(admin)
@@ -221,23 +322,26 @@ impl Stage<'_> {
                 "--exit-on-error",
                 "--dbname",
                 url,
-                &backup.to_string_lossy(),
+                &backup.file.to_string_lossy(),
             ],
         )
         .await?;
         self.pool = PgPoolOptions::new().max_connections(8).connect(url).await?;
-        // The restore rewound steps the live system had finished.
-        let rewound: i64 = sqlx::query_scalar(
-            "select count(*) from step where kind <> 'pure' and state <> 'succeeded'",
-        )
-        .fetch_one(&self.pool)
-        .await?;
+        Ok(())
+    }
+
+    /// `z29c check --before-resume`, given `archive`; fails unless it passes.
+    async fn check_before_resume(&self, archive: Option<&std::path::Path>) -> anyhow::Result<()> {
         let mut check = tokio::process::Command::new(std::env::current_exe()?);
         check
             .args(["check", "--before-resume"])
-            .env("DATABASE_URL", url)
+            .env("DATABASE_URL", &self.url)
             .env("RUST_LOG", "warn")
+            .env_remove("Z29C_ARCHIVE_DIR")
             .stdout(std::process::Stdio::null());
+        if let Some(dir) = archive {
+            check.arg("--archive-dir").arg(dir);
+        }
         if let Some(rule) = self.rule {
             check.env("Z29C_BREAK_RULE", rule);
         }
@@ -246,7 +350,7 @@ impl Stage<'_> {
             status.success(),
             "`z29c check --before-resume` found violations in the restored database ({status})"
         );
-        Ok(rewound > 0)
+        Ok(())
     }
 
     /// Accepted, then answered well after the 1,000 ms deadline, with two worker processes;

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::fault_points::{
     AFTER_ACCEPTANCE, ARCHIVE_WRITE, DATABASE_RESTART, NAMED, RECOVERED_BY_V2, RESTORE,
-    SEEDS_DUPLICATE, Stage, TIMING, TIMINGS_MS, archive_dir,
+    RESTORE_ARCHIVED, SEEDS_DUPLICATE, Stage, TIMING, TIMINGS_MS, archive_dir, backup,
 };
 use super::judge::judge;
 use super::processes::run_worker;
@@ -229,7 +229,7 @@ fn what_happened(point: &str) -> &'static str {
     match point {
         p if p.starts_with(TIMING) => "timed",
         DATABASE_RESTART => "restarted",
-        RESTORE => "restored",
+        RESTORE | RESTORE_ARCHIVED => "restored",
         SEEDS_DUPLICATE => "late",
         _ => "killed",
     }
@@ -252,7 +252,7 @@ async fn run_one(
         "during_compensation_acceptance" => target.has_withdrawal(),
         RECOVERED_BY_V2 => target.has_v2(),
         // A provider that keeps keys for a day keeps its workflows hot as long.
-        ARCHIVE_WRITE => !kind.starts_with("payments"),
+        ARCHIVE_WRITE | RESTORE_ARCHIVED => !kind.starts_with("payments"),
         _ => true,
     };
     if !applicable {
@@ -270,6 +270,10 @@ async fn run_one(
     crate::shipped::apply_definitions(&pool).await?;
     target::apply_definitions(&pool).await?;
     let running = target::start(db, admin, &pool, &format!("{name}_dest"), target, "docs").await?;
+    let backup = match point {
+        RESTORE_ARCHIVED => Some(backup(db, &url).await?),
+        _ => None,
+    };
     let workflows = start_workflows(&pool, target, name, point, args.workflows).await?;
     let mut stage = Stage {
         db,
@@ -281,6 +285,7 @@ async fn run_one(
         point,
         workflows: args.workflows,
         rule,
+        backup,
     };
 
     // Bring each scenario to its fault point.
