@@ -216,20 +216,17 @@ pub async fn open_incidents(
     creation_key_prefix: Option<&str>,
 ) -> sqlx::Result<Vec<IncidentRow>> {
     let rows = sqlx::query!(
-        r#"select i.id, i.step_id, s.workflow_id, w.creation_key, i.kind as "kind: IncidentKind",
-                  i.opened_at as "opened_at: DateTime<Utc>",
-                  coalesce(array_agg(r.external_reference order by r.observed_at)
-                           filter (where r.external_reference is not null), '{}') as "references!"
-           from (select o.* from integrity_incident o
-                 join step os on os.id = o.step_id join workflow ow on ow.id = os.workflow_id
-                 where o.resolved_at is null
-                   and ($2::text is null or starts_with(ow.creation_key, $2))
-                 order by o.opened_at, o.id limit $1) i
-           join step s on s.id = i.step_id
-           join workflow w on w.id = s.workflow_id
-           left join incident_reference r on r.incident_id = i.id
-           group by i.id, i.step_id, i.kind, i.opened_at, s.workflow_id, w.creation_key
-           order by i.opened_at, i.id"#,
+        // References are read per listed incident through their primary key: a join would
+        // hash every incident's references, a table that grows with every incident ever opened.
+        r#"select o.id, o.step_id, os.workflow_id, ow.creation_key, o.kind as "kind: IncidentKind",
+                  o.opened_at as "opened_at: DateTime<Utc>",
+                  array(select r.external_reference from incident_reference r
+                        where r.incident_id = o.id order by r.observed_at) as "references!"
+           from integrity_incident o
+           join step os on os.id = o.step_id join workflow ow on ow.id = os.workflow_id
+           where o.resolved_at is null
+             and ($2::text is null or starts_with(ow.creation_key, $2))
+           order by o.opened_at, o.id limit $1"#,
         limit,
         creation_key_prefix,
     )

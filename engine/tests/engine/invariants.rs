@@ -453,3 +453,41 @@ async fn after_a_restore_a_delivery_the_live_system_made_is_found_by_lookup_and_
             .is_empty()
     );
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_open_incidents_list_names_each_ones_workflow_and_references(pool: PgPool) {
+    let h = Harness::new(pool.clone(), Kind::Idempotent, 2_000, 0).await;
+    let mut opened = Vec::new();
+    for key in ["listed-1", "listed-2"] {
+        let w = h.start(key).await;
+        h.drive_until(w, "deliver", "succeeded").await;
+        let deliver = step_id(&pool, w, "deliver").await;
+        let mut tx = pool.begin().await.unwrap();
+        let reference = format!("x-{key}");
+        engine::store::incident::open_duplicate_incident(&mut tx, deliver, &[(&reference, None)])
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        opened.push((w, deliver, reference));
+    }
+    let listed = engine::read::queue::open_incidents(&pool, 50, None)
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 2);
+    for ((w, deliver, reference), row) in opened.iter().zip(&listed) {
+        assert_eq!((row.workflow_id, row.step_id), (*w, *deliver));
+        assert!(row.references.contains(reference), "{:?}", row.references);
+    }
+    assert_eq!(listed[0].creation_key, "listed-1", "oldest first");
+    let mine = engine::read::queue::open_incidents(&pool, 50, Some("listed-2"))
+        .await
+        .unwrap();
+    assert_eq!(mine.len(), 1, "a prefix sees its own workflows' incidents");
+    let first = engine::read::queue::open_incidents(&pool, 1, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        first[0].step_id, opened[0].1,
+        "at most the limit, oldest first"
+    );
+}
