@@ -30,6 +30,9 @@ pub use shell::{App, shell};
 #[cfg(feature = "hydrate")]
 #[wasm_bindgen::prelude::wasm_bindgen]
 pub fn hydrate() {
+    // A panic's message in the browser's console, for development: the hook and the formatting
+    // it keeps would add to the wasm every operator loads.
+    #[cfg(debug_assertions)]
     console_error_panic_hook::set_once();
     leptos::mount::hydrate_islands();
     live::expect_islands();
