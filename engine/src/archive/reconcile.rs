@@ -8,13 +8,14 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::file::{ArchiveDir, Placed};
 use super::{ArchiveError, rows};
-use crate::store::archive as store;
+use crate::store::archive::{self as store, Tombstone};
 
 /// Tombstones written per statement.
 const AT_ONCE: usize = 1_000;
@@ -48,16 +49,13 @@ pub async fn reconcile(owner: &PgPool, dir: &ArchiveDir) -> Result<Reconciled, A
         members,
         ..Reconciled::default()
     };
-    let tombstones: Vec<Value> = tombstones.into_values().collect();
+    let tombstones: Vec<Tombstone> = tombstones.into_values().collect();
     for chunk in tombstones.chunks(AT_ONCE) {
-        let restored = store::restore_tombstones(&mut conn, &Value::from(chunk)).await?;
+        let restored = store::restore_tombstones(&mut conn, chunk).await?;
         let (ids, keys): (Vec<Uuid>, Vec<String>) = chunk
             .iter()
-            .filter_map(|t| {
-                let id: Uuid = t["id"].as_str()?.parse().ok()?;
-                Some((id, t["creation_key"].as_str()?.to_owned()))
-            })
-            .filter(|(id, _)| !restored.contains(id))
+            .filter(|t| !restored.contains(&t.id))
+            .map(|t| (t.id, t.creation_key.clone()))
             .unzip();
         for (id, same) in store::hot_or_key_taken(&mut conn, &ids, &keys).await? {
             match same {
@@ -82,7 +80,7 @@ pub async fn reconcile(owner: &PgPool, dir: &ArchiveDir) -> Result<Reconciled, A
 fn read_since(
     dir: &ArchiveDir,
     from: Option<(String, i64)>,
-) -> Result<(usize, HashMap<Uuid, Value>), ArchiveError> {
+) -> Result<(usize, HashMap<Uuid, Tombstone>), ArchiveError> {
     let manifests = dir.manifests()?;
     let (from_file, from_offset) = from.clone().unwrap_or_default();
     if from.is_some()
@@ -111,9 +109,7 @@ fn read_since(
                 }
                 let tombstone = tombstone(&record, &place)
                     .ok_or_else(|| ArchiveError::Unreadable(place.file.clone(), place.offset))?;
-                if let Some(id) = tombstone["id"].as_str().and_then(|id| id.parse().ok()) {
-                    tombstones.insert(id, tombstone);
-                }
+                tombstones.insert(tombstone.id, tombstone);
             }
             members += 1;
         }
@@ -123,34 +119,38 @@ fn read_since(
 
 /// The `archived_workflow` row the archiver wrote for `record` at `place`
 /// (`z29c_archive_workflows`), rebuilt from the rows the record holds.
-fn tombstone(record: &Value, place: &Placed) -> Option<Value> {
+fn tombstone(record: &Value, place: &Placed) -> Option<Tombstone> {
     let (evidence, workflow) = (&record["evidence"], &record["evidence"]["workflow"]);
-    let request_keys: Vec<&str> = rows(evidence, "requests")
-        .filter_map(|q| q["request_key"].as_str())
+    let request_keys = rows(evidence, "requests")
+        .filter_map(|q| q["request_key"].as_str().map(str::to_owned))
         .collect();
     let incident_references = rows(evidence, "incidents").flat_map(|i| rows(i, "references"));
-    let mut references: Vec<&str> = rows(evidence, "receipts")
+    let mut references: Vec<String> = rows(evidence, "receipts")
         .chain(incident_references)
         .chain(rows(evidence, "compensation"))
-        .filter_map(|r| r["external_reference"].as_str())
+        .filter_map(|r| r["external_reference"].as_str().map(str::to_owned))
         .collect();
     references.sort_unstable();
     references.dedup();
-    let text = |value: &Value| value.as_str().map(str::to_owned);
-    Some(json!({
-        "id": text(&record["id"])?,
-        "creation_key": text(&workflow["creation_key"])?,
-        "definition_name": text(&workflow["definition_name"])?,
-        "definition_version": workflow["definition_version"].as_i64()?,
-        "state": text(&workflow["state"])?,
-        "input_digest": text(&workflow["input_digest"])?,
-        "created_at": text(&workflow["created_at"])?,
-        "settled_at": text(&workflow["updated_at"])?,
-        "archived_at": text(&record["archived_at"])?,
-        "request_keys": request_keys,
-        "external_references": references,
-        "archive_file": place.file,
-        "member_offset": place.offset,
-        "member_length": place.length,
-    }))
+    Some(Tombstone {
+        id: field(&record["id"])?,
+        creation_key: field(&workflow["creation_key"])?,
+        definition_name: field(&workflow["definition_name"])?,
+        definition_version: field(&workflow["definition_version"])?,
+        state: field(&workflow["state"])?,
+        input_digest: field(&workflow["input_digest"])?,
+        created_at: field(&workflow["created_at"])?,
+        settled_at: field(&workflow["updated_at"])?,
+        archived_at: field(&record["archived_at"])?,
+        request_keys,
+        external_references: references,
+        archive_file: place.file.clone(),
+        member_offset: i64::try_from(place.offset).ok()?,
+        member_length: i64::try_from(place.length).ok()?,
+    })
+}
+
+/// One column of a record's row, as stored.
+fn field<T: DeserializeOwned>(value: &Value) -> Option<T> {
+    T::deserialize(value).ok()
 }

@@ -351,10 +351,14 @@ pub async fn newest_member(conn: &mut PgConnection) -> sqlx::Result<Option<(Stri
     Ok(row.map(|r| (r.archive_file, r.member_offset)))
 }
 
-/// Writes the tombstones `rows` holds (a JSON array of `archived_workflow` rows, rebuilt from
-/// their records) where neither the workflow's id nor its creation key is in the hot tables
-/// or another tombstone; returns the ids written. Only the schema's owner may.
-pub async fn restore_tombstones(conn: &mut PgConnection, rows: &Value) -> sqlx::Result<Vec<Uuid>> {
+/// Writes `tombstones` (rebuilt from their records) where neither the workflow's id nor its
+/// creation key is in the hot tables or another tombstone; returns the ids written. Only the
+/// schema's owner may.
+pub async fn restore_tombstones(
+    conn: &mut PgConnection,
+    tombstones: &[Tombstone],
+) -> sqlx::Result<Vec<Uuid>> {
+    let rows = sqlx::types::Json(tombstones);
     sqlx::query_scalar!(
         r#"insert into archived_workflow
            select t.* from jsonb_populate_recordset(null::archived_workflow, $1) t
@@ -362,7 +366,7 @@ pub async fn restore_tombstones(conn: &mut PgConnection, rows: &Value) -> sqlx::
                              where w.id = t.id or w.creation_key = t.creation_key)
            on conflict do nothing
            returning id"#,
-        rows,
+        rows as _,
     )
     .fetch_all(conn)
     .await
