@@ -184,11 +184,8 @@ impl Stage<'_> {
     /// nothing settled hot is killed once its batch is durable in the archive, and run again.
     /// The verdict reads archived workflows back from the archive, which must verify.
     async fn archive_killed(&self) -> anyhow::Result<bool> {
-        let (url, pool, rule) = (&self.url, &self.pool, self.rule);
-        run_worker(url, None, rule, Duration::from_secs(60), Some(pool)).await?;
-        run_publisher(url, None, Duration::from_secs(3)).await?;
-        let dir = archive_dir(self.name);
-        let _ = std::fs::remove_dir_all(&dir);
+        let (url, pool) = (&self.url, &self.pool);
+        let dir = self.delivered_to_archive().await?;
         let reached = run_archiver(url, &dir, Some(self.point)).await?;
         run_archiver(url, &dir, None).await?;
         let verified =
@@ -260,19 +257,8 @@ impl Stage<'_> {
             .backup
             .take()
             .context("no backup before the workflows started")?;
-        let url = self.url.clone();
-        run_worker(
-            &url,
-            None,
-            self.rule,
-            Duration::from_secs(60),
-            Some(&self.pool),
-        )
-        .await?;
-        run_publisher(&url, None, Duration::from_secs(3)).await?;
-        let dir = archive_dir(self.name);
-        let _ = std::fs::remove_dir_all(&dir);
-        run_archiver(&url, &dir, None).await?;
+        let dir = self.delivered_to_archive().await?;
+        run_archiver(&self.url, &dir, None).await?;
         self.restore(&backup).await?;
         self.check_before_resume(Some(&dir)).await?;
         let tombstones: i64 =
@@ -282,13 +268,7 @@ impl Stage<'_> {
                 .await?;
         let mut started = Vec::new();
         for (n, &id) in workflows.iter().enumerate() {
-            let (definition, input) = self.running.target.workflow(self.name, n, "docs");
-            let new = engine::intake::NewWorkflow {
-                creation_key: format!("{}-{n}", self.name),
-                definition,
-                version: None,
-                input,
-            };
+            let new = self.running.target.workflow(self.name, n, "docs");
             let actor = engine::store::journal::Actor::Engine("scenario");
             match engine::intake::start_workflow(&self.pool, new, actor).await? {
                 engine::intake::Started::Archived(t) if t.id == id => {}
@@ -299,6 +279,17 @@ impl Stage<'_> {
             }
         }
         Ok((tombstones == i64::try_from(workflows.len())?, started))
+    }
+
+    /// Every delivery made without faults and its events published, so every workflow may
+    /// leave; returns the scenario's archive directory, emptied.
+    async fn delivered_to_archive(&self) -> anyhow::Result<std::path::PathBuf> {
+        let (url, pool) = (&self.url, &self.pool);
+        run_worker(url, None, self.rule, Duration::from_secs(60), Some(pool)).await?;
+        run_publisher(url, None, Duration::from_secs(3)).await?;
+        let dir = archive_dir(self.name);
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(dir)
     }
 
     /// Replaces the scenario's database with `backup`; the destinations keep what they hold.

@@ -323,16 +323,14 @@ async fn start_workflows(
 ) -> anyhow::Result<Vec<Uuid>> {
     let mut workflows = Vec::new();
     for n in 0..count {
-        let (definition, input) = target.workflow(name, n, "docs");
+        let new = engine::intake::NewWorkflow {
+            // As the previous deployment, which knew only v1, started them.
+            version: (point == RECOVERED_BY_V2).then_some(1),
+            ..target.workflow(name, n, "docs")
+        };
         let started = engine::intake::start_workflow(
             pool,
-            engine::intake::NewWorkflow {
-                creation_key: format!("{name}-{n}"),
-                definition,
-                // As the previous deployment, which knew only v1, started them.
-                version: (point == RECOVERED_BY_V2).then_some(1),
-                input,
-            },
+            new,
             engine::store::journal::Actor::Engine("scenario"),
         )
         .await?;

@@ -163,15 +163,9 @@ async fn start_workflows(
     for n in 0..count {
         let k = rng.below(destinations.len());
         let target = destinations[k].target;
-        let (definition, input) = target.workflow(name, n, target.adapter());
         let started = engine::intake::start_workflow(
             pool,
-            engine::intake::NewWorkflow {
-                creation_key: format!("{name}-{n}"),
-                definition,
-                version: None,
-                input,
-            },
+            target.workflow(name, n, target.adapter()),
             engine::store::journal::Actor::Engine("soak"),
         )
         .await?;

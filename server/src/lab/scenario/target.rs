@@ -133,9 +133,24 @@ impl Target {
         }
     }
 
-    /// The definition and input of workflow `n` of a scenario named `name`, through `adapter`
-    /// (protocol targets only; the others use their files' names).
+    /// Workflow `n` of a scenario named `name`, under the creation key `{name}-{n}`, through
+    /// `adapter` (protocol targets only; the others use their files' names).
     pub(super) fn workflow(
+        self,
+        name: &str,
+        n: usize,
+        adapter: &str,
+    ) -> engine::intake::NewWorkflow {
+        let (definition, input) = self.definition_and_input(name, n, adapter);
+        engine::intake::NewWorkflow {
+            creation_key: format!("{name}-{n}"),
+            definition,
+            version: None,
+            input,
+        }
+    }
+
+    fn definition_and_input(
         self,
         name: &str,
         n: usize,
