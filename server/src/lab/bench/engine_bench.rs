@@ -333,7 +333,7 @@ fn print_runs(args: &EngineBenchArgs, runs: &[EngineRun]) {
         "ratio"
     );
     for r in runs {
-        let s = r.stats;
+        let s = &r.stats;
         println!(
             "{:>9} {:>11.0} {:>8.1} {:>8.1} {:>9} {:>10.2} {:>9.1} {:>9.1} {:>6.0} {:>11.0} {:>6.2}×",
             r.processes,
@@ -375,6 +375,25 @@ fn print_runs(args: &EngineBenchArgs, runs: &[EngineRun]) {
         }
     }
     print_cpu(runs);
+    print_tables(runs);
+}
+
+/// Rows written per external step, table by table, the largest first: where `rows/ext` comes
+/// from.
+fn print_tables(runs: &[EngineRun]) {
+    for r in runs {
+        let mut tables: Vec<_> = r.stats.tables.iter().collect();
+        tables.sort_by_key(|(_, rows)| std::cmp::Reverse(**rows));
+        let by_table: Vec<String> = tables
+            .iter()
+            .map(|(table, rows)| format!("{table} {:.2}", r.per_step(**rows)))
+            .collect();
+        println!(
+            "rows per external step by table, {} process(es): {}",
+            r.processes,
+            by_table.join(", ")
+        );
+    }
 }
 
 /// With `--archiving`: what the archiver moved beside each run.

@@ -13,7 +13,7 @@ use sqlx::postgres::PgConnection;
 pub(super) const WATCH: &str = "/* bench-watch */";
 
 /// Cumulative counts of one database at one moment.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct Snapshot {
     /// Statements by `pg_stat_statements` (`BEGIN` and `COMMIT` included), or `None` when the
     /// server does not load it.
@@ -27,6 +27,8 @@ pub(super) struct Snapshot {
     /// Index entries written: every inserted row and every non-HOT update writes one per index
     /// of its table (partial indexes make this an upper bound).
     pub index_entries: i64,
+    /// Rows inserted, updated and deleted, by table.
+    pub tables: std::collections::BTreeMap<String, i64>,
 }
 
 impl Snapshot {
@@ -58,8 +60,15 @@ impl Snapshot {
             ))
             .fetch_one(&mut conn)
             .await?;
+        let tables: Vec<(String, i64)> = sqlx::query_as(&format!(
+            "{WATCH} select relname::text, (n_tup_ins + n_tup_upd + n_tup_del)::bigint
+               from pg_stat_user_tables"
+        ))
+        .fetch_all(&mut conn)
+        .await?;
         conn.close().await?;
         Ok(Self {
+            tables: tables.into_iter().collect(),
             statements,
             commits,
             rows_written,
@@ -71,7 +80,17 @@ impl Snapshot {
 
     /// What happened between `self` and `later`.
     pub(super) fn until(self, later: Self) -> Self {
+        let tables = later
+            .tables
+            .iter()
+            .map(|(table, rows)| {
+                let before = self.tables.get(table).copied().unwrap_or_default();
+                (table.clone(), rows - before)
+            })
+            .filter(|(_, rows)| *rows != 0)
+            .collect();
         Self {
+            tables,
             statements: self
                 .statements
                 .zip(later.statements)
