@@ -25,6 +25,8 @@ const AT_ONCE: usize = 1_000;
 pub struct Reconciled {
     /// Members read: the one holding the newest tombstone's record and every one after it.
     pub members: usize,
+    /// Bytes of the members after that one: written since the backup, which counted the rest.
+    pub bytes_since: u64,
     /// Workflows whose tombstones were written again from their records.
     pub restored: Vec<Uuid>,
     /// Workflows the database holds hot again; the archiver writes them again once eligible.
@@ -42,11 +44,12 @@ pub async fn reconcile(owner: &PgPool, dir: &ArchiveDir) -> Result<Reconciled, A
     let mut conn = owner.acquire().await?;
     let from = store::newest_member(&mut conn).await?;
     let dir = dir.clone();
-    let (members, tombstones) = tokio::task::spawn_blocking(move || read_since(&dir, from))
+    let (read, tombstones) = tokio::task::spawn_blocking(move || read_since(&dir, from))
         .await
         .map_err(std::io::Error::other)??;
     let mut reconciled = Reconciled {
-        members,
+        members: read.members,
+        bytes_since: read.bytes_since,
         ..Reconciled::default()
     };
     let tombstones: Vec<Tombstone> = tombstones.into_values().collect();
@@ -72,15 +75,28 @@ pub async fn reconcile(owner: &PgPool, dir: &ArchiveDir) -> Result<Reconciled, A
     ] {
         list.sort_unstable();
     }
+    // The totals are the backup's: they gain what left the hot tables since and is back as a
+    // tombstone, and the bytes written since (a workflow hot again is counted when the
+    // archiver writes it again).
+    let restored = i64::try_from(reconciled.restored.len()).unwrap_or(i64::MAX);
+    let bytes = i64::try_from(reconciled.bytes_since).unwrap_or(i64::MAX);
+    store::count(&mut conn, (restored, 0, 0, bytes)).await?;
     Ok(reconciled)
 }
 
+/// How many members [`read_since`] read, and the bytes of those after the first.
+#[derive(Debug, Default)]
+struct Read {
+    members: usize,
+    bytes_since: u64,
+}
+
 /// The tombstone of every workflow record in the members of `dir` from `from` (file, offset)
-/// onwards, the last copy of each workflow winning, and how many members were read.
+/// onwards, the last copy of each workflow winning, and what was read.
 fn read_since(
     dir: &ArchiveDir,
     from: Option<(String, i64)>,
-) -> Result<(usize, HashMap<Uuid, Tombstone>), ArchiveError> {
+) -> Result<(Read, HashMap<Uuid, Tombstone>), ArchiveError> {
     let manifests = dir.manifests()?;
     let (from_file, from_offset) = from.clone().unwrap_or_default();
     if from.is_some()
@@ -93,7 +109,7 @@ fn read_since(
             offset: from_offset,
         });
     }
-    let (mut members, mut tombstones) = (0, HashMap::new());
+    let (mut read, mut tombstones) = (Read::default(), HashMap::new());
     for manifest in manifests.iter().filter(|m| m.file >= from_file) {
         let since = |offset: u64| manifest.file > from_file || offset as i64 >= from_offset;
         for member in manifest.members.iter().filter(|p| since(p.offset)) {
@@ -111,10 +127,13 @@ fn read_since(
                     .ok_or_else(|| ArchiveError::Unreadable(place.file.clone(), place.offset))?;
                 tombstones.insert(tombstone.id, tombstone);
             }
-            members += 1;
+            read.members += 1;
+            if from.as_ref() != Some(&(place.file.clone(), place.offset as i64)) {
+                read.bytes_since += place.length;
+            }
         }
     }
-    Ok((members, tombstones))
+    Ok((read, tombstones))
 }
 
 /// The `archived_workflow` row the archiver wrote for `record` at `place`

@@ -47,6 +47,25 @@ async fn archived_after_the_backup(pool: &PgPool, dir: &ArchiveDir, workflow: Uu
     dir.append(now.date_naive(), &[line.to_string()]).unwrap();
 }
 
+/// The archiver's totals: workflows and bytes.
+async fn totals(pool: &PgPool) -> (i64, i64) {
+    sqlx::query_as("select workflows, bytes from archive_progress")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// The lengths of the archive's last `n` members, oldest first.
+fn last_members(dir: &ArchiveDir, n: usize) -> Vec<i64> {
+    let lengths: Vec<i64> = dir
+        .manifests()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m.members.iter().map(|p| p.length as i64))
+        .collect();
+    lengths[lengths.len() - n..].to_vec()
+}
+
 fn sorted(mut tombstone: Tombstone) -> Tombstone {
     tombstone.external_references.sort();
     tombstone
@@ -76,6 +95,15 @@ async fn after_a_restore_the_archive_gives_back_the_tombstones_of_what_the_backu
     forgotten(&h.pool, taken).await;
     let again = h.start("restore-taken").await;
     assert_ne!(again, taken);
+    // The backup's totals: the two batches it saw, not the third.
+    let (written, third) = (totals(&h.pool).await.1, last_members(&archive, 2)[0]);
+    let backup = (2, written - third);
+    sqlx::query("update archive_progress set workflows = $1, bytes = $2")
+        .bind(backup.0)
+        .bind(backup.1)
+        .execute(&h.pool)
+        .await
+        .unwrap();
 
     let reconciled = reconcile(&h.pool, &archive).await.unwrap();
     assert_eq!(reconciled.restored, vec![after]);
@@ -84,6 +112,16 @@ async fn after_a_restore_the_archive_gives_back_the_tombstones_of_what_the_backu
     assert_eq!(
         reconciled.members, 3,
         "read from the newest member the database names, not the first"
+    );
+    assert_eq!(
+        reconciled.bytes_since as i64,
+        last_members(&archive, 2).iter().sum::<i64>(),
+        "the third batch's member and the one the archiver wrote before it stopped"
+    );
+    assert_eq!(
+        totals(&h.pool).await,
+        (backup.0 + 1, backup.1 + reconciled.bytes_since as i64),
+        "the totals gain the workflow restored and the bytes written since the backup"
     );
     let restored = engine::archive::show(&h.pool, &archive, after)
         .await
