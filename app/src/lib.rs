@@ -15,6 +15,7 @@ pub mod bulk;
 pub mod error;
 pub mod forms;
 pub mod incidents;
+pub mod lists;
 pub mod live;
 pub mod notes;
 pub mod overview;

@@ -10,6 +10,7 @@ use crate::audit::components::AuditLogPage;
 use crate::auth::components::{OperatorMenu, SignInPage};
 use crate::bulk::components::{BulkPage, BulkRunPage};
 use crate::incidents::components::IncidentPage;
+use crate::incidents::list::IncidentListPage;
 use crate::overview::components::OverviewPage;
 use crate::review::components::ReviewQueuePage;
 use crate::steps::components::StepPage;
@@ -127,6 +128,7 @@ pub fn App() -> impl IntoView {
                 <nav aria-label="Console">
                     <A href="/">"Review queue"</A>
                     <A href="/overview">"Overview"</A>
+                    <A href="/incidents">"Incidents"</A>
                     <A href="/bulk">"Bulk recovery"</A>
                     <A href="/workflows">"Workflows"</A>
                     <A href="/adapters">"Adapters"</A>
@@ -139,6 +141,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/") view=ReviewQueuePage ssr=SsrMode::Async />
                     <Route path=path!("/overview") view=OverviewPage ssr=SsrMode::Async />
                     <Route path=path!("/steps/:id") view=StepPage ssr=SsrMode::Async />
+                    <Route path=path!("/incidents") view=IncidentListPage ssr=SsrMode::Async />
                     <Route path=path!("/incidents/:id") view=IncidentPage ssr=SsrMode::Async />
                     <Route path=path!("/workflows") view=WorkflowListPage ssr=SsrMode::Async />
                     <Route path=path!("/workflows/:id") view=WorkflowPage ssr=SsrMode::Async />

@@ -9,7 +9,9 @@ use clap::{Parser, Subcommand};
 use crate::database::DatabaseArgs;
 
 pub mod archive;
+pub mod incident;
 pub mod ops;
+pub mod shared;
 
 /// Z29C: durable workflows whose side effects cross a boundary no transaction covers.
 #[derive(Debug, Parser)]

@@ -3,4 +3,5 @@
 
 pub mod api;
 pub mod components;
+pub mod list;
 pub mod types;

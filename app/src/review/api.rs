@@ -6,6 +6,9 @@ use crate::error::ConsoleError;
 /// Rows per page of the review queue.
 pub const PAGE_SIZE: i64 = 50;
 
+/// The oldest open incidents the queue's first page shows; `/incidents` lists them all.
+pub const INCIDENTS_SHOWN: i64 = 10;
+
 /// One page of the review queue, filtered, after the keyset cursor `after` (from a previous
 /// page); with `q`, also the workflows it names.
 #[server(prefix = "/fn")]
@@ -19,6 +22,7 @@ pub async fn review_queue(
     after: Option<String>,
 ) -> Result<QueuePage, ConsoleError> {
     use super::types::QueueQuery;
+    use crate::incidents::list::{OpenIncidents, open_incident_page};
     use chrono::Utc;
     crate::auth::api::session::require(engine::domain::Role::Viewer).await?;
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
@@ -40,7 +44,7 @@ pub async fn review_queue(
     filter.noted_since = noted_since(&query.noted)?;
     let searched = text_filter(&query.q)?;
     let after = query.after.clone();
-    let cursor = queue_cursor(after.as_deref())?;
+    let cursor = crate::lists::keyset_cursor(after.as_deref())?;
     let now = Utc::now();
     // The page's reads are independent: one connection each, at once, so the page waits for
     // the slowest of them rather than for their sum.
@@ -58,10 +62,10 @@ pub async fn review_queue(
             }
         },
         async {
-            Ok(match cursor {
-                None => engine::read::queue::open_incidents(&pool, PAGE_SIZE, None).await?,
-                Some(_) => Vec::new(),
-            })
+            match cursor {
+                None => open_incident_page(&pool, INCIDENTS_SHOWN, None).await,
+                Some(_) => Ok(OpenIncidents::default()),
+            }
         },
         async { Ok(definition_names(&pool).await?) },
         async { Ok(engine::read::alerts::open(&pool).await?) },
@@ -73,10 +77,7 @@ pub async fn review_queue(
     });
     Ok(QueuePage {
         items: queue_items(&pool, rows, now).await?,
-        incidents: incidents
-            .into_iter()
-            .map(|i| incident_item(i, now))
-            .collect(),
+        incidents,
         next,
         by_state: counts.by_state,
         by_adapter: counts.by_adapter,
@@ -98,32 +99,6 @@ fn alert_item(
         a.subject,
         (now - a.opened_at).num_seconds(),
     )
-}
-
-/// The keyset cursor a page link carries (`<unknown since>|<step id>`); none when blank, and
-/// refused when it does not parse.
-#[cfg(feature = "ssr")]
-fn queue_cursor(
-    after: Option<&str>,
-) -> Result<Option<(chrono::DateTime<chrono::Utc>, uuid::Uuid)>, ConsoleError> {
-    use chrono::{DateTime, Utc};
-    Ok(match after.filter(|a| !a.is_empty()) {
-        None => None,
-        Some(text) => {
-            let parsed = text.split_once('|').and_then(|(at, id)| {
-                Some((
-                    DateTime::parse_from_rfc3339(at).ok()?.with_timezone(&Utc),
-                    uuid::Uuid::parse_str(id).ok()?,
-                ))
-            });
-            Some(parsed.ok_or_else(|| {
-                ConsoleError::Conflict {
-                    reason: "That page link is not valid; start from the first page.".into(),
-                }
-                .answered()
-            })?)
-        }
-    })
 }
 
 /// The external steps of every workflow `text` names (a workflow id, a creation key, a request
@@ -220,22 +195,6 @@ fn queue_item(
         sentence,
         open_incident: r.open_incident,
         noted: r.noted_at.is_some(),
-    }
-}
-
-/// One open incident as the page lists it.
-#[cfg(feature = "ssr")]
-fn incident_item(
-    i: engine::read::queue::IncidentRow,
-    now: chrono::DateTime<chrono::Utc>,
-) -> super::types::IncidentItem {
-    super::types::IncidentItem {
-        incident_id: i.incident_id.to_string(),
-        workflow_id: i.workflow_id.to_string(),
-        creation_key: i.creation_key,
-        kind: i.kind.words().to_owned(),
-        open_secs: (now - i.opened_at).num_seconds(),
-        references: i.references,
     }
 }
 

@@ -5,8 +5,10 @@ use leptos_router::hooks::use_query_map;
 use engine::domain::identity::percent_encode;
 
 use super::api::review_queue;
-use super::types::{FoundStep, QueuePage, QueueQuery, age};
+use super::types::{FoundStep, QueuePage, QueueQuery};
 use crate::error::ConsoleError;
+use crate::incidents::list::IncidentTable;
+use crate::lists::age;
 
 /// The landing page: steps whose outcome is unknown or that wait for review, oldest
 /// uncertainty first, and open integrity incidents.
@@ -200,38 +202,16 @@ fn Queue(page: QueuePage) -> impl IntoView {
                 </p>
             }
         })}
-        {(!incidents.is_empty())
-            .then(|| {
-                view! {
-                    <table class="queue">
-                        <caption>"Open integrity incidents"</caption>
-                        <thead>
-                            <tr>
-                                <th scope="col">"Workflow"</th>
-                                <th scope="col">"Kind"</th>
-                                <th scope="col">"External references"</th>
-                                <th scope="col" class="num">"Open for"</th>
-                            </tr>
-                        </thead>
-                        <tbody>
-                            {incidents
-                                .into_iter()
-                                .map(|i| {
-                                    let href = format!("/incidents/{}", i.incident_id);
-                                    view! {
-                                        <tr data-incident=i.incident_id>
-                                            <td class="key">{i.creation_key}</td>
-                                            <td><A href=href>{i.kind}</A></td>
-                                            <td>{i.references.join(", ")}</td>
-                                            <td class="num">{age(i.open_secs)}</td>
-                                        </tr>
-                                    }
-                                })
-                                .collect_view()}
-                        </tbody>
-                    </table>
-                }
-            })}
+        {(incidents.open > 0).then(|| {
+            let summary = format!("the {} oldest of {} open: ", incidents.incidents.len(), incidents.open);
+            view! {
+                <IncidentTable incidents=incidents.incidents />
+                <p class="muted" data-testid="incidents-open">
+                    {summary}
+                    <A href="/incidents">"every open incident"</A>
+                </p>
+            }
+        })}
     }
 }
 

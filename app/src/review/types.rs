@@ -1,6 +1,8 @@
 use engine::domain::StepState;
 use serde::{Deserialize, Serialize};
 
+use crate::incidents::list::OpenIncidents;
+
 /// A step waiting for certainty, as the queue lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueItem {
@@ -20,17 +22,6 @@ pub struct QueueItem {
     pub noted: bool,
     /// What the workflow's customer reads about this step (delivery steps only).
     pub sentence: Option<String>,
-}
-
-/// An open integrity incident, as the queue lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IncidentItem {
-    pub incident_id: String,
-    pub workflow_id: String,
-    pub creation_key: String,
-    pub kind: String,
-    pub open_secs: i64,
-    pub references: Vec<String>,
 }
 
 /// A step of a workflow found by search.
@@ -63,7 +54,8 @@ pub struct QueueQuery {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueuePage {
     pub items: Vec<QueueItem>,
-    pub incidents: Vec<IncidentItem>,
+    /// The oldest open incidents and how many are open (on the first page; none after it).
+    pub incidents: OpenIncidents,
     /// The keyset cursor of the next page, when there is one.
     pub next: Option<String>,
     /// Waiting steps by state and adapter, before filtering.
@@ -75,14 +67,4 @@ pub struct QueuePage {
     pub found: Option<Vec<FoundStep>>,
     /// Open alerts: rule, subject, seconds open.
     pub alerts: Vec<(String, String, i64)>,
-}
-
-/// "42 s", "7 min", "3 h", "2 d": an age a person reads at a glance.
-pub fn age(secs: i64) -> String {
-    match secs {
-        s if s < 60 => format!("{s} s"),
-        s if s < 3_600 => format!("{} min", s / 60),
-        s if s < 86_400 => format!("{} h", s / 3_600),
-        s => format!("{} d", s / 86_400),
-    }
 }

@@ -209,12 +209,16 @@ pub async fn search(pool: &PgPool, text: &str, limit: i64) -> sqlx::Result<Vec<S
     .await
 }
 
-/// Every open integrity incident, oldest first, with the references it concerns.
+/// Up to `limit` open integrity incidents after the keyset position `after` (opened at, id),
+/// oldest first, with the references each concerns; with a prefix, only those of workflows
+/// whose creation key starts with it.
 pub async fn open_incidents(
     pool: &PgPool,
     limit: i64,
     creation_key_prefix: Option<&str>,
+    after: Option<(DateTime<Utc>, Uuid)>,
 ) -> sqlx::Result<Vec<IncidentRow>> {
+    let (after_at, after_id) = after.unzip();
     let rows = sqlx::query!(
         // References are read per listed incident through their primary key: a join would
         // hash every incident's references, a table that grows with every incident ever opened.
@@ -226,9 +230,12 @@ pub async fn open_incidents(
            join step os on os.id = o.step_id join workflow ow on ow.id = os.workflow_id
            where o.resolved_at is null
              and ($2::text is null or starts_with(ow.creation_key, $2))
+             and ($3::timestamptz is null or (o.opened_at, o.id) > ($3, $4::uuid))
            order by o.opened_at, o.id limit $1"#,
         limit,
         creation_key_prefix,
+        after_at as Option<DateTime<Utc>>,
+        after_id,
     )
     .fetch_all(pool)
     .await?;
@@ -244,4 +251,23 @@ pub async fn open_incidents(
             references: r.references,
         })
         .collect())
+}
+
+/// How many integrity incidents are open; with a prefix, only those of workflows whose
+/// creation key starts with it. The work is the open incidents (their partial index), not
+/// every incident ever opened.
+pub async fn open_incident_count(
+    pool: &PgPool,
+    creation_key_prefix: Option<&str>,
+) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(
+        r#"select count(*) as "n!" from integrity_incident o
+           where o.resolved_at is null
+             and ($1::text is null
+                  or exists (select 1 from step s join workflow w on w.id = s.workflow_id
+                             where s.id = o.step_id and starts_with(w.creation_key, $1)))"#,
+        creation_key_prefix,
+    )
+    .fetch_one(pool)
+    .await
 }

@@ -470,7 +470,7 @@ async fn the_open_incidents_list_names_each_ones_workflow_and_references(pool: P
         tx.commit().await.unwrap();
         opened.push((w, deliver, reference));
     }
-    let listed = engine::read::queue::open_incidents(&pool, 50, None)
+    let listed = engine::read::queue::open_incidents(&pool, 50, None, None)
         .await
         .unwrap();
     assert_eq!(listed.len(), 2);
@@ -479,15 +479,24 @@ async fn the_open_incidents_list_names_each_ones_workflow_and_references(pool: P
         assert!(row.references.contains(reference), "{:?}", row.references);
     }
     assert_eq!(listed[0].creation_key, "listed-1", "oldest first");
-    let mine = engine::read::queue::open_incidents(&pool, 50, Some("listed-2"))
+    let mine = engine::read::queue::open_incidents(&pool, 50, Some("listed-2"), None)
         .await
         .unwrap();
     assert_eq!(mine.len(), 1, "a prefix sees its own workflows' incidents");
-    let first = engine::read::queue::open_incidents(&pool, 1, None)
+    let first = engine::read::queue::open_incidents(&pool, 1, None, None)
         .await
         .unwrap();
     assert_eq!(
         first[0].step_id, opened[0].1,
         "at most the limit, oldest first"
     );
+    let after = Some((first[0].opened_at, first[0].incident_id));
+    let rest = engine::read::queue::open_incidents(&pool, 50, None, after)
+        .await
+        .unwrap();
+    let rest: Vec<_> = rest.iter().map(|r| r.step_id).collect();
+    assert_eq!(rest, [opened[1].1], "the next page starts after the cursor");
+    let count = |prefix| engine::read::queue::open_incident_count(&pool, prefix);
+    assert_eq!(count(None).await.unwrap(), 2);
+    assert_eq!(count(Some("listed-2")).await.unwrap(), 1);
 }

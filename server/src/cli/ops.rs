@@ -2,9 +2,11 @@
 //! actions, incidents and workflows, as the console offers them. What they do is in `crate::ops`.
 
 use clap::Subcommand;
-use engine::domain::{Disposition, StepState, WorkflowState};
+use engine::domain::{StepState, WorkflowState};
 use uuid::Uuid;
 
+pub use super::incident::IncidentCommand;
+pub use super::shared::{Acting, Output};
 use crate::database::DatabaseArgs;
 
 /// The commands that read or act on workflows, steps and incidents.
@@ -170,8 +172,7 @@ impl OpsCommand {
         match self {
             OpsCommand::Queue(args) => &args.database,
             OpsCommand::Step(command) => command.database(),
-            OpsCommand::Incident(IncidentCommand::Show { database, .. }) => database,
-            OpsCommand::Incident(IncidentCommand::Resolve { acting, .. }) => &acting.database,
+            OpsCommand::Incident(command) => command.database(),
             OpsCommand::Workflow(WorkflowCommand::List(args)) => &args.database,
             OpsCommand::Workflow(WorkflowCommand::Show { database, .. }) => database,
             OpsCommand::Workflow(
@@ -190,34 +191,6 @@ impl OpsCommand {
             OpsCommand::Note(args) => &args.database,
         }
     }
-}
-
-/// `--json`, on every command that prints data.
-#[derive(Debug, Clone, Copy, clap::Args)]
-pub struct Output {
-    /// Print JSON for programs instead of a table for people.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// What every acting command takes: who acts, why, and against which version of the step.
-#[derive(Debug, clap::Args)]
-pub struct Acting {
-    /// The enabled operator the action is taken (and audited) as; their role decides what
-    /// is permitted.
-    #[arg(long = "as", env = "Z29C_OPERATOR", value_name = "NAME")]
-    pub operator: String,
-    /// Why, in a sentence (recorded in the audit log).
-    #[arg(long)]
-    pub reason: String,
-    /// Act only if the step's version is still N (as `step show` printed it); refused when
-    /// the step moved since.
-    #[arg(long, value_name = "N")]
-    pub if_version: Option<i64>,
-    #[command(flatten)]
-    pub output: Output,
-    #[command(flatten)]
-    pub database: DatabaseArgs,
 }
 
 /// `z29c queue`: the console's review queue filters.
@@ -338,31 +311,6 @@ impl StepCommand {
     }
 }
 
-/// `z29c incident …`.
-#[derive(Debug, Subcommand)]
-pub enum IncidentCommand {
-    /// The incident: its step, every external reference seen, and its resolution.
-    Show {
-        id: Uuid,
-        #[command(flatten)]
-        output: Output,
-        #[command(flatten)]
-        database: DatabaseArgs,
-    },
-    /// Name the result that stands, and what happens to the others (approver).
-    Resolve {
-        id: Uuid,
-        /// The external reference that stands (one of the incident's).
-        #[arg(long, value_name = "REFERENCE")]
-        canonical: String,
-        /// withdraw (ask the destination to withdraw the others) or accept-unresolved.
-        #[arg(long, value_parser = disposition)]
-        disposition: Disposition,
-        #[command(flatten)]
-        acting: Acting,
-    },
-}
-
 /// `z29c workflow …`.
 #[derive(Debug, Subcommand)]
 pub enum WorkflowCommand {
@@ -473,15 +421,4 @@ fn step_state(name: &str) -> Result<StepState, String> {
             names.join(", ")
         )
     })
-}
-
-/// A disposition by its name.
-fn disposition(name: &str) -> Result<Disposition, String> {
-    match name {
-        "withdraw" => Ok(Disposition::Withdraw),
-        "accept-unresolved" | "accept_unresolved" => Ok(Disposition::AcceptUnresolved),
-        other => Err(format!(
-            "`{other}` is not a disposition: use withdraw or accept-unresolved"
-        )),
-    }
 }

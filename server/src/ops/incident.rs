@@ -1,7 +1,8 @@
-//! `z29c incident show|resolve`: a duplicate-effect incident, and its resolution through
+//! `z29c incident list|show|resolve`: the open incidents a page at a time, a duplicate-effect incident, and its resolution through
 //! `engine::recovery::incident::resolve_incident` as the console's incident page takes it.
 
 use engine::read::incident::IncidentDetail;
+use engine::read::queue::{IncidentRow, open_incident_count, open_incidents};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -17,6 +18,12 @@ pub(super) async fn run(
     io: &mut Io<'_>,
 ) -> Result<(), Stop> {
     match command {
+        IncidentCommand::List {
+            limit,
+            after,
+            output,
+            ..
+        } => list(pool, limit, after.as_deref(), output.json, io).await,
         IncidentCommand::Show { id, output, .. } => show(pool, id, output.json, io).await,
         IncidentCommand::Resolve {
             id,
@@ -46,6 +53,58 @@ pub(super) async fn run(
             Ok(())
         }
     }
+}
+
+/// One page of the open incidents: a table and the next page's command, or one JSON document
+/// with `incidents`, `next` and `open`.
+async fn list(
+    pool: &PgPool,
+    limit: i64,
+    after: Option<&str>,
+    json: bool,
+    io: &mut Io<'_>,
+) -> Result<(), Stop> {
+    let after = after.map(print::cursor).transpose()?;
+    let mut incidents = open_incidents(pool, limit + 1, None, after).await?;
+    let open = open_incident_count(pool, None).await?;
+    let next = (incidents.len() as i64 > limit).then(|| {
+        incidents.truncate(limit as usize);
+        let last = incidents.last().expect("a full page has a last incident");
+        format!("{}|{}", last.opened_at.to_rfc3339(), last.incident_id)
+    });
+    if json {
+        print::json(
+            io.out,
+            &json!({ "incidents": incidents, "next": next, "open": open }),
+        )?;
+        return Ok(());
+    }
+    if incidents.is_empty() {
+        writeln!(io.out, "No incident is open.")?;
+        return Ok(());
+    }
+    writeln!(io.out, "{open} open, oldest first:")?;
+    write_list(io, &incidents)?;
+    if let Some(next) = next {
+        writeln!(io.out, "\nmore: z29c incident list --after '{next}'")?;
+    }
+    Ok(())
+}
+
+/// Open incidents as a table.
+pub(super) fn write_list(io: &mut Io<'_>, incidents: &[IncidentRow]) -> std::io::Result<()> {
+    let now = chrono::Utc::now();
+    let mut table = Table::new(&["incident", "kind", "open for", "workflow", "references"]);
+    for i in incidents {
+        table.row(vec![
+            i.incident_id.to_string(),
+            i.kind.as_str().to_owned(),
+            print::age(i.opened_at, now),
+            i.creation_key.clone(),
+            i.references.join(", "),
+        ]);
+    }
+    table.write(io.out)
 }
 
 fn no_incident(id: Uuid) -> String {

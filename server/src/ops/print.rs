@@ -130,6 +130,19 @@ pub fn or_dash(value: Option<&str>) -> String {
     value.unwrap_or("-").to_owned()
 }
 
+/// The keyset cursor `next` printed: the last row's time and id.
+pub(crate) fn cursor(text: &str) -> Result<(DateTime<Utc>, uuid::Uuid), super::Stop> {
+    let malformed = || {
+        super::Stop::Usage(format!(
+            "`{text}` is not a page cursor: pass the one a previous page printed."
+        ))
+    };
+    let (at, id) = text.split_once('|').ok_or_else(malformed)?;
+    let at = DateTime::parse_from_rfc3339(at).map_err(|_| malformed())?;
+    let id = uuid::Uuid::parse_str(id).map_err(|_| malformed())?;
+    Ok((at.with_timezone(&Utc), id))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,17 +1,15 @@
 //! `z29c queue`: the console's review queue, with its filters, counts and open incidents.
 
-use chrono::{DateTime, Utc};
-use engine::read::queue::{self, IncidentRow, QueueCounts, QueueFilter, QueueRow};
+use engine::read::queue::{self, QueueCounts, QueueFilter, QueueRow};
 use serde_json::{Map, Value, json};
 use sqlx::PgPool;
-use uuid::Uuid;
 
 use super::print::{self, Table};
 use super::{Io, Stop};
 use crate::cli::ops::QueueArgs;
 
-/// The most open incidents listed with the first page.
-const INCIDENTS_SHOWN: i64 = 50;
+/// The most open incidents listed with the first page; `z29c incident list` pages them all.
+const INCIDENTS_SHOWN: i64 = 10;
 
 /// Prints one page of the queue: as a table, or as one JSON document with `rows`, `next` (the
 /// cursor of the next page, or null), `counts` and `incidents`.
@@ -23,7 +21,7 @@ pub(super) async fn show(pool: &PgPool, args: &QueueArgs, io: &mut Io<'_>) -> Re
         older_than_secs: args.older_than.map(|minutes| i64::from(minutes) * 60),
         noted_since: None,
     };
-    let after = args.after.as_deref().map(cursor).transpose()?;
+    let after = args.after.as_deref().map(print::cursor).transpose()?;
     let mut rows = queue::queue(pool, &filter, after, args.limit + 1).await?;
     let next = (rows.len() > args.limit as usize).then(|| {
         rows.truncate(args.limit as usize);
@@ -32,20 +30,31 @@ pub(super) async fn show(pool: &PgPool, args: &QueueArgs, io: &mut Io<'_>) -> Re
             .unwrap_or_default()
     });
     let counts = queue::queue_counts(pool).await?;
-    let incidents = match after {
-        None => queue::open_incidents(pool, INCIDENTS_SHOWN, None).await?,
-        Some(_) => Vec::new(),
+    let (incidents, open) = match after {
+        None => (
+            queue::open_incidents(pool, INCIDENTS_SHOWN, None, None).await?,
+            queue::open_incident_count(pool, None).await?,
+        ),
+        Some(_) => (Vec::new(), 0),
     };
     if args.output.json {
         let document = json!({
             "rows": rows, "next": next, "counts": counts_json(&counts), "incidents": incidents,
+            "incidents_open": open,
         });
         print::json(io.out, &document)?;
         return Ok(());
     }
     write_counts(io, &counts)?;
     write_rows(io, &rows)?;
-    write_incidents(io, &incidents)?;
+    if !incidents.is_empty() {
+        writeln!(
+            io.out,
+            "\nopen incidents, the {} oldest of {open} (all: z29c incident list; one: z29c incident show ID):",
+            incidents.len()
+        )?;
+        super::incident::write_list(io, &incidents)?;
+    }
     if let Some(next) = next {
         writeln!(
             io.out,
@@ -53,19 +62,6 @@ pub(super) async fn show(pool: &PgPool, args: &QueueArgs, io: &mut Io<'_>) -> Re
         )?;
     }
     Ok(())
-}
-
-/// The keyset cursor `next` printed: the last row's uncertainty start and step id.
-fn cursor(text: &str) -> Result<(DateTime<Utc>, Uuid), Stop> {
-    let malformed = || {
-        Stop::Usage(format!(
-            "`{text}` is not a queue cursor: pass the `next` a previous page printed."
-        ))
-    };
-    let (at, id) = text.split_once('|').ok_or_else(malformed)?;
-    let at = DateTime::parse_from_rfc3339(at).map_err(|_| malformed())?;
-    let id = Uuid::parse_str(id).map_err(|_| malformed())?;
-    Ok((at.with_timezone(&Utc), id))
 }
 
 /// The counts as objects keyed by state and by adapter (`""`: a step with no adapter).
@@ -107,7 +103,7 @@ fn write_counts(io: &mut Io<'_>, counts: &QueueCounts) -> std::io::Result<()> {
 }
 
 fn write_rows(io: &mut Io<'_>, rows: &[QueueRow]) -> std::io::Result<()> {
-    let now = Utc::now();
+    let now = chrono::Utc::now();
     let mut table = Table::new(&[
         "step",
         "state",
@@ -133,24 +129,5 @@ fn write_rows(io: &mut Io<'_>, rows: &[QueueRow]) -> std::io::Result<()> {
     if table.is_empty() {
         return writeln!(io.out, "No step in the queue matches.");
     }
-    table.write(io.out)
-}
-
-fn write_incidents(io: &mut Io<'_>, incidents: &[IncidentRow]) -> std::io::Result<()> {
-    if incidents.is_empty() {
-        return Ok(());
-    }
-    let now = Utc::now();
-    let mut table = Table::new(&["incident", "kind", "open for", "workflow", "references"]);
-    for i in incidents {
-        table.row(vec![
-            i.incident_id.to_string(),
-            i.kind.as_str().to_owned(),
-            print::age(i.opened_at, now),
-            i.creation_key.clone(),
-            i.references.join(", "),
-        ]);
-    }
-    writeln!(io.out, "\nopen incidents (z29c incident show ID):")?;
     table.write(io.out)
 }

@@ -27,8 +27,9 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> &'h str {
         .unwrap_or_else(|| panic!("no {name} header"))
 }
 
-const PAGES: [&str; 12] = [
+const PAGES: [&str; 13] = [
     "/",
+    "/incidents",
     "/overview",
     "/adapters",
     "/sign-in",

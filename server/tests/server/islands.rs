@@ -52,6 +52,7 @@ async fn only_the_pages_that_hold_islands_load_the_wasm(pool: PgPool) {
         "/workflows".to_owned(),
         format!("/workflows/{workflow}"),
         "/audit".to_owned(),
+        "/incidents".to_owned(),
         "/adapters".to_owned(),
         "/bulk".to_owned(),
     ] {

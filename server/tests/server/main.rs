@@ -16,6 +16,7 @@ mod fuzz_routes;
 mod headers;
 mod hold;
 mod http;
+mod incidents;
 mod islands;
 mod kept_forms;
 mod limits;

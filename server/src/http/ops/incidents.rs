@@ -2,50 +2,82 @@
 //! `POST /api/v1/incidents/{id}/resolve`: duplicate-effect incidents and their resolution.
 
 use axum::Json;
-use axum::extract::rejection::{JsonRejection, PathRejection};
-use axum::extract::{Path, State};
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use engine::domain::Disposition;
 use engine::operators::Operator;
 use engine::read::incident::IncidentDetail;
-use engine::read::queue::IncidentRow;
+use engine::read::queue::{IncidentRow, open_incident_count, open_incidents};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::{id_in, refusal, scoped};
+use super::{id_in, keyset, page_size, query_of, refusal, scoped};
 use crate::http::client::{ApiClient, ApiError, ErrorBody};
 
-/// The most open incidents one answer lists.
-const OPEN_LIMIT: i64 = 500;
+/// Which page of the open incidents.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct IncidentsParams {
+    /// The `next` of the previous page.
+    after: Option<String>,
+    /// Incidents per page, 1 to 500 (default 500).
+    limit: Option<i64>,
+}
 
 /// Open incidents.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct IncidentsBody {
-    /// Oldest first, at most 500.
+    /// Oldest first.
     #[schema(value_type = Vec<Object>)]
     incidents: Vec<IncidentRow>,
+    /// Pass as `after` for the next page; absent on the last.
+    next: Option<String>,
+    /// How many are open in all (of the token's own workflows, for a prefixed token).
+    open: i64,
 }
 
-/// Every open integrity incident, oldest first, with the references it concerns.
+/// The open integrity incidents, oldest first, a page at a time, with the references each
+/// concerns.
 #[utoipa::path(
     get,
     path = "/api/v1/incidents",
     operation_id = "list_incidents",
+    params(IncidentsParams),
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "Open incidents", body = IncidentsBody),
+        (status = 200, description = "One page of the open incidents", body = IncidentsBody),
+        (status = 400, description = "An unknown parameter or a bad cursor", body = ErrorBody),
         (status = 401, description = "No or bad bearer token", body = ErrorBody),
+        (status = 422, description = "A limit out of range", body = ErrorBody),
     )
 )]
 pub(crate) async fn list(
     client: ApiClient,
     State(pool): State<PgPool>,
+    params: Result<Query<IncidentsParams>, QueryRejection>,
 ) -> Result<Json<IncidentsBody>, ApiError> {
-    // Narrowed to the token's prefix before the cap, so a prefixed token sees all of its own.
+    let p = query_of(params)?;
+    let limit = page_size(p.limit, 500, 500)?;
+    let after = p.after.as_deref().map(keyset).transpose()?;
+    // Narrowed to the token's prefix before the limit, so a prefixed token pages its own.
     let prefix = client.0.creation_key_prefix.as_deref();
-    let incidents = engine::read::queue::open_incidents(&pool, OPEN_LIMIT, prefix).await?;
-    Ok(Json(IncidentsBody { incidents }))
+    let (mut incidents, open) = tokio::try_join!(
+        open_incidents(&pool, limit + 1, prefix, after),
+        open_incident_count(&pool, prefix),
+    )?;
+    let next = (incidents.len() as i64 > limit).then(|| {
+        incidents.truncate(limit as usize);
+        let last = incidents.last().expect("a full page has a last incident");
+        format!("{}|{}", last.opened_at.to_rfc3339(), last.incident_id)
+    });
+    Ok(Json(IncidentsBody {
+        incidents,
+        next,
+        open,
+    }))
 }
 
 /// One incident: each reference with its evidence, the resolution if any, and withdrawals.

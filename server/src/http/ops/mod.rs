@@ -98,6 +98,25 @@ pub(super) fn page_size(limit: Option<i64>, default: i64, max: i64) -> Result<i6
     }
 }
 
+/// The keyset position a page's `next` names: `<RFC 3339 time>|<id>`.
+pub(super) fn keyset(text: &str) -> Result<(chrono::DateTime<chrono::Utc>, Uuid), ApiError> {
+    text.split_once('|')
+        .and_then(|(at, id)| {
+            Some((
+                chrono::DateTime::parse_from_rfc3339(at)
+                    .ok()?
+                    .with_timezone(&chrono::Utc),
+                Uuid::parse_str(id).ok()?,
+            ))
+        })
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("`{text}` is not a page cursor: pass the `next` of a previous page"),
+            )
+        })
+}
+
 /// Whether the token is limited to a creation-key prefix. Only then must an action first read
 /// what it acts on to check the key: for any other token the engine's own row lock finds a
 /// missing row (404) without a second read.

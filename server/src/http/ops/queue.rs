@@ -3,14 +3,12 @@
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
-use chrono::{DateTime, Utc};
 use engine::domain::StepState;
 use engine::read::queue::{self, QueueCounts, QueueFilter, QueueRow};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
-use super::{page_size, query_of};
+use super::{keyset, page_size, query_of};
 use crate::http::client::{ApiClient, ApiError, ErrorBody};
 
 /// The review queue's filters, as the console's.
@@ -78,7 +76,7 @@ pub(crate) async fn queue(
         older_than_secs: p.older_than_secs,
         noted_since: p.noted_since,
     };
-    let after = p.after.as_deref().map(cursor).transpose()?;
+    let after = p.after.as_deref().map(keyset).transpose()?;
     let mut rows = queue::queue(&pool, &filter, after, limit + 1).await?;
     let next = (rows.len() as i64 > limit).then(|| {
         rows.truncate(limit as usize);
@@ -96,21 +94,4 @@ pub(crate) async fn queue(
         next: next.flatten(),
         counts,
     }))
-}
-
-/// The keyset position a `next` names.
-fn cursor(text: &str) -> Result<(DateTime<Utc>, uuid::Uuid), ApiError> {
-    text.split_once('|')
-        .and_then(|(at, id)| {
-            Some((
-                DateTime::parse_from_rfc3339(at).ok()?.with_timezone(&Utc),
-                uuid::Uuid::parse_str(id).ok()?,
-            ))
-        })
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                format!("`{text}` is not a queue cursor: pass the `next` of a previous page"),
-            )
-        })
 }

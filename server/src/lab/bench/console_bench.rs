@@ -292,6 +292,7 @@ async fn pages(pool: &PgPool) -> anyhow::Result<Vec<(&'static str, String)>> {
         ),
         ("step evidence", format!("/steps/{unknown_step}")),
         ("incident", format!("/incidents/{incident}")),
+        ("open incidents", "/incidents".to_owned()),
         ("API: workflow", format!("/api/v1/workflows/{workflow}")),
         (
             "API: by request key",
