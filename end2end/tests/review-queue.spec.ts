@@ -46,6 +46,14 @@ test('lists the demo\'s unknown outcomes and its duplicate incident, evidence fi
 
   const incidents = page.getByRole('table', { name: 'Open integrity incidents' });
   await expect(incidents.locator('tr', { hasText: 'demo-invoice-3' })).toContainText('duplicate effect');
+  await expect(page.getByTestId('incidents-open')).toContainText(/the \d+ oldest of \d+ open/);
+  await page.getByRole('link', { name: 'every open incident' }).click();
+  await expect(page.getByRole('heading', { name: 'Open integrity incidents' })).toBeVisible();
+  await expect(page.getByTestId('incidents-open')).toHaveText(/^\d+ open\.$/);
+  await expect(
+    page.getByRole('table', { name: 'Open integrity incidents' }).locator('tr', { hasText: 'demo-invoice-3' }),
+  ).toContainText('duplicate effect');
+  await page.goBack();
 
   // The step's evidence, then only what an opaque adapter's contract permits.
   await letter.getByRole('link', { name: 'deliver' }).click();
