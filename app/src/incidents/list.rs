@@ -38,23 +38,15 @@ pub struct OpenIncidents {
 /// Up to `limit` open incidents after the keyset cursor `after` (`<opened at>|<id>`), and how
 /// many are open in all.
 #[cfg(feature = "ssr")]
-pub async fn open_incident_page(
+pub async fn open_incident_items(
     pool: &sqlx::PgPool,
     limit: i64,
     after: Option<(chrono::DateTime<chrono::Utc>, uuid::Uuid)>,
 ) -> Result<OpenIncidents, ConsoleError> {
-    use engine::read::queue::{open_incident_count, open_incidents};
-    let (mut rows, open) = tokio::try_join!(
-        open_incidents(pool, limit + 1, None, after),
-        open_incident_count(pool, None),
-    )?;
-    let next = (rows.len() as i64 > limit).then(|| {
-        rows.truncate(limit as usize);
-        let last = rows.last().expect("a full page has a last incident");
-        format!("{}|{}", last.opened_at.to_rfc3339(), last.incident_id)
-    });
+    let page = engine::read::queue::open_incident_page(pool, limit, None, after).await?;
     let now = chrono::Utc::now();
-    let incidents = rows
+    let incidents = page
+        .rows
         .into_iter()
         .map(|i| IncidentItem {
             incident_id: i.incident_id.to_string(),
@@ -67,8 +59,10 @@ pub async fn open_incident_page(
         .collect();
     Ok(OpenIncidents {
         incidents,
-        next,
-        open,
+        next: page
+            .next
+            .map(|(at, id)| format!("{}|{id}", at.to_rfc3339())),
+        open: page.open,
     })
 }
 
@@ -78,7 +72,7 @@ pub async fn incident_list(after: Option<String>) -> Result<OpenIncidents, Conso
     crate::auth::api::session::require(engine::domain::Role::Viewer).await?;
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
     let after = crate::lists::keyset_cursor(after.as_deref())?;
-    open_incident_page(&pool, PAGE_SIZE, after).await
+    open_incident_items(&pool, PAGE_SIZE, after).await
 }
 
 /// `/incidents`: the open integrity incidents, oldest first.

@@ -22,7 +22,7 @@ pub async fn review_queue(
     after: Option<String>,
 ) -> Result<QueuePage, ConsoleError> {
     use super::types::QueueQuery;
-    use crate::incidents::list::{OpenIncidents, open_incident_page};
+    use crate::incidents::list::{OpenIncidents, open_incident_items};
     use chrono::Utc;
     crate::auth::api::session::require(engine::domain::Role::Viewer).await?;
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
@@ -63,7 +63,7 @@ pub async fn review_queue(
         },
         async {
             match cursor {
-                None => open_incident_page(&pool, INCIDENTS_SHOWN, None).await,
+                None => open_incident_items(&pool, INCIDENTS_SHOWN, None).await,
                 Some(_) => Ok(OpenIncidents::default()),
             }
         },

@@ -253,6 +253,36 @@ pub async fn open_incidents(
         .collect())
 }
 
+/// One page of the open incidents.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IncidentPage {
+    pub rows: Vec<IncidentRow>,
+    /// Where the next page starts (the last row's opened at and id), when there is one.
+    pub next: Option<(DateTime<Utc>, Uuid)>,
+    /// How many are open in all (of the prefix's workflows, with one).
+    pub open: i64,
+}
+
+/// Up to `limit` open incidents after `after`, the next page's position and the count, read at
+/// once.
+pub async fn open_incident_page(
+    pool: &PgPool,
+    limit: i64,
+    creation_key_prefix: Option<&str>,
+    after: Option<(DateTime<Utc>, Uuid)>,
+) -> sqlx::Result<IncidentPage> {
+    let (mut rows, open) = tokio::try_join!(
+        open_incidents(pool, limit + 1, creation_key_prefix, after),
+        open_incident_count(pool, creation_key_prefix),
+    )?;
+    let next = (rows.len() as i64 > limit).then(|| {
+        rows.truncate(limit as usize);
+        let last = rows.last().expect("a full page has a last incident");
+        (last.opened_at, last.incident_id)
+    });
+    Ok(IncidentPage { rows, next, open })
+}
+
 /// How many integrity incidents are open; with a prefix, only those of workflows whose
 /// creation key starts with it. The work is the open incidents (their partial index), not
 /// every incident ever opened.

@@ -2,7 +2,7 @@
 //! `engine::recovery::incident::resolve_incident` as the console's incident page takes it.
 
 use engine::read::incident::IncidentDetail;
-use engine::read::queue::{IncidentRow, open_incident_count, open_incidents};
+use engine::read::queue::{IncidentRow, open_incident_page};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -65,13 +65,11 @@ async fn list(
     io: &mut Io<'_>,
 ) -> Result<(), Stop> {
     let after = after.map(print::cursor).transpose()?;
-    let mut incidents = open_incidents(pool, limit + 1, None, after).await?;
-    let open = open_incident_count(pool, None).await?;
-    let next = (incidents.len() as i64 > limit).then(|| {
-        incidents.truncate(limit as usize);
-        let last = incidents.last().expect("a full page has a last incident");
-        format!("{}|{}", last.opened_at.to_rfc3339(), last.incident_id)
-    });
+    let page = open_incident_page(pool, limit, None, after).await?;
+    let (incidents, open) = (page.rows, page.open);
+    let next = page
+        .next
+        .map(|(at, id)| format!("{}|{id}", at.to_rfc3339()));
     if json {
         print::json(
             io.out,

@@ -31,10 +31,10 @@ pub(super) async fn show(pool: &PgPool, args: &QueueArgs, io: &mut Io<'_>) -> Re
     });
     let counts = queue::queue_counts(pool).await?;
     let (incidents, open) = match after {
-        None => (
-            queue::open_incidents(pool, INCIDENTS_SHOWN, None, None).await?,
-            queue::open_incident_count(pool, None).await?,
-        ),
+        None => {
+            let page = queue::open_incident_page(pool, INCIDENTS_SHOWN, None, None).await?;
+            (page.rows, page.open)
+        }
         Some(_) => (Vec::new(), 0),
     };
     if args.output.json {

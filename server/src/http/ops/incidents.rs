@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use engine::domain::Disposition;
 use engine::operators::Operator;
 use engine::read::incident::IncidentDetail;
-use engine::read::queue::{IncidentRow, open_incident_count, open_incidents};
+use engine::read::queue::{IncidentRow, open_incident_page};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -64,19 +64,13 @@ pub(crate) async fn list(
     let after = p.after.as_deref().map(keyset).transpose()?;
     // Narrowed to the token's prefix before the limit, so a prefixed token pages its own.
     let prefix = client.0.creation_key_prefix.as_deref();
-    let (mut incidents, open) = tokio::try_join!(
-        open_incidents(&pool, limit + 1, prefix, after),
-        open_incident_count(&pool, prefix),
-    )?;
-    let next = (incidents.len() as i64 > limit).then(|| {
-        incidents.truncate(limit as usize);
-        let last = incidents.last().expect("a full page has a last incident");
-        format!("{}|{}", last.opened_at.to_rfc3339(), last.incident_id)
-    });
+    let page = open_incident_page(&pool, limit, prefix, after).await?;
     Ok(Json(IncidentsBody {
-        incidents,
-        next,
-        open,
+        incidents: page.rows,
+        next: page
+            .next
+            .map(|(at, id)| format!("{}|{id}", at.to_rfc3339())),
+        open: page.open,
     }))
 }
 
