@@ -1,5 +1,6 @@
-//! `z29c incident list|show|resolve`: the open incidents a page at a time, a duplicate-effect incident, and its resolution through
-//! `engine::recovery::incident::resolve_incident` as the console's incident page takes it.
+//! `z29c incident list|show|resolve`: the open incidents a page at a time, one incident, and
+//! its resolution through `engine::recovery::incident::resolve_incident` as the console's
+//! incident page takes it.
 
 use engine::read::incident::IncidentDetail;
 use engine::read::queue::{IncidentRow, open_incident_page};
