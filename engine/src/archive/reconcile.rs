@@ -25,8 +25,9 @@ const AT_ONCE: usize = 1_000;
 pub struct Reconciled {
     /// Members read: the one holding the newest tombstone's record and every one after it.
     pub members: usize,
-    /// Bytes of the members after that one: written since the backup, which counted the rest.
-    pub bytes_since: u64,
+    /// Bytes of the members the restored tombstones point at: written and counted after the
+    /// backup, whose totals lack them.
+    pub bytes_restored: i64,
     /// Workflows whose tombstones were written again from their records.
     pub restored: Vec<Uuid>,
     /// Workflows the database holds hot again; the archiver writes them again once eligible.
@@ -44,14 +45,14 @@ pub async fn reconcile(owner: &PgPool, dir: &ArchiveDir) -> Result<Reconciled, A
     let mut conn = owner.acquire().await?;
     let from = store::newest_member(&mut conn).await?;
     let dir = dir.clone();
-    let (read, tombstones) = tokio::task::spawn_blocking(move || read_since(&dir, from))
+    let (members, tombstones) = tokio::task::spawn_blocking(move || read_since(&dir, from))
         .await
         .map_err(std::io::Error::other)??;
     let mut reconciled = Reconciled {
-        members: read.members,
-        bytes_since: read.bytes_since,
+        members,
         ..Reconciled::default()
     };
+    let mut members_restored = std::collections::BTreeSet::new();
     let tombstones: Vec<Tombstone> = tombstones.into_values().collect();
     for chunk in tombstones.chunks(AT_ONCE) {
         let restored = store::restore_tombstones(&mut conn, chunk).await?;
@@ -66,6 +67,9 @@ pub async fn reconcile(owner: &PgPool, dir: &ArchiveDir) -> Result<Reconciled, A
                 false => reconciled.key_taken.push(id),
             }
         }
+        for t in chunk.iter().filter(|t| restored.contains(&t.id)) {
+            members_restored.insert((t.archive_file.clone(), t.member_offset, t.member_length));
+        }
         reconciled.restored.extend(restored);
     }
     for list in [
@@ -76,27 +80,20 @@ pub async fn reconcile(owner: &PgPool, dir: &ArchiveDir) -> Result<Reconciled, A
         list.sort_unstable();
     }
     // The totals are the backup's: they gain what left the hot tables since and is back as a
-    // tombstone, and the bytes written since (a workflow hot again is counted when the
-    // archiver writes it again).
+    // tombstone, with its members' bytes (a workflow hot again is counted when the archiver
+    // writes it again), so reconciling twice adds nothing the second time.
+    reconciled.bytes_restored = members_restored.iter().map(|(_, _, length)| length).sum();
     let restored = i64::try_from(reconciled.restored.len()).unwrap_or(i64::MAX);
-    let bytes = i64::try_from(reconciled.bytes_since).unwrap_or(i64::MAX);
-    store::count(&mut conn, (restored, 0, 0, bytes)).await?;
+    store::count(&mut conn, (restored, 0, 0, reconciled.bytes_restored)).await?;
     Ok(reconciled)
 }
 
-/// How many members [`read_since`] read, and the bytes of those after the first.
-#[derive(Debug, Default)]
-struct Read {
-    members: usize,
-    bytes_since: u64,
-}
-
 /// The tombstone of every workflow record in the members of `dir` from `from` (file, offset)
-/// onwards, the last copy of each workflow winning, and what was read.
+/// onwards, the last copy of each workflow winning, and how many members were read.
 fn read_since(
     dir: &ArchiveDir,
     from: Option<(String, i64)>,
-) -> Result<(Read, HashMap<Uuid, Tombstone>), ArchiveError> {
+) -> Result<(usize, HashMap<Uuid, Tombstone>), ArchiveError> {
     let manifests = dir.manifests()?;
     let (from_file, from_offset) = from.clone().unwrap_or_default();
     if from.is_some()
@@ -109,7 +106,7 @@ fn read_since(
             offset: from_offset,
         });
     }
-    let (mut read, mut tombstones) = (Read::default(), HashMap::new());
+    let (mut members, mut tombstones) = (0, HashMap::new());
     for manifest in manifests.iter().filter(|m| m.file >= from_file) {
         let since = |offset: u64| manifest.file > from_file || offset as i64 >= from_offset;
         for member in manifest.members.iter().filter(|p| since(p.offset)) {
@@ -127,13 +124,10 @@ fn read_since(
                     .ok_or_else(|| ArchiveError::Unreadable(place.file.clone(), place.offset))?;
                 tombstones.insert(tombstone.id, tombstone);
             }
-            read.members += 1;
-            if from.as_ref() != Some(&(place.file.clone(), place.offset as i64)) {
-                read.bytes_since += place.length;
-            }
+            members += 1;
         }
     }
-    Ok((read, tombstones))
+    Ok((members, tombstones))
 }
 
 /// The `archived_workflow` row the archiver wrote for `record` at `place`
