@@ -9,24 +9,15 @@ use crate::error::ConsoleError;
 #[cfg(feature = "ssr")]
 pub fn keyset_cursor(
     after: Option<&str>,
-) -> Result<Option<(chrono::DateTime<chrono::Utc>, uuid::Uuid)>, ConsoleError> {
-    use chrono::{DateTime, Utc};
+) -> Result<Option<engine::read::keyset::Position>, ConsoleError> {
     Ok(match after.filter(|a| !a.is_empty()) {
         None => None,
-        Some(text) => {
-            let parsed = text.split_once('|').and_then(|(at, id)| {
-                Some((
-                    DateTime::parse_from_rfc3339(at).ok()?.with_timezone(&Utc),
-                    uuid::Uuid::parse_str(id).ok()?,
-                ))
-            });
-            Some(parsed.ok_or_else(|| {
-                ConsoleError::Conflict {
-                    reason: "That page link is not valid; start from the first page.".into(),
-                }
-                .answered()
-            })?)
-        }
+        Some(text) => Some(engine::read::keyset::parse(text).ok_or_else(|| {
+            ConsoleError::Conflict {
+                reason: "That page link is not valid; start from the first page.".into(),
+            }
+            .answered()
+        })?),
     })
 }
 

@@ -41,7 +41,7 @@ pub struct OpenIncidents {
 pub async fn open_incident_items(
     pool: &sqlx::PgPool,
     limit: i64,
-    after: Option<(chrono::DateTime<chrono::Utc>, uuid::Uuid)>,
+    after: Option<engine::read::keyset::Position>,
 ) -> Result<OpenIncidents, ConsoleError> {
     let page = engine::read::queue::open_incident_page(pool, limit, None, after).await?;
     let now = chrono::Utc::now();
@@ -59,9 +59,7 @@ pub async fn open_incident_items(
         .collect();
     Ok(OpenIncidents {
         incidents,
-        next: page
-            .next
-            .map(|(at, id)| format!("{}|{id}", at.to_rfc3339())),
+        next: page.next.map(engine::read::keyset::format),
         open: page.open,
     })
 }

@@ -73,7 +73,7 @@ pub async fn review_queue(
     let next = (rows.len() > PAGE_SIZE as usize).then(|| {
         rows.truncate(PAGE_SIZE as usize);
         let last = rows.last().expect("a full page has a last row");
-        format!("{}|{}", last.unknown_since.to_rfc3339(), last.step_id)
+        engine::read::keyset::format((last.unknown_since, last.step_id))
     });
     Ok(QueuePage {
         items: queue_items(&pool, rows, now).await?,

@@ -6,6 +6,7 @@
 pub mod alerts;
 pub mod evidence;
 pub mod incident;
+pub mod keyset;
 pub mod metrics;
 pub mod queue;
 pub mod stats;

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::keyset::Position;
 use crate::domain::{IncidentKind, SideEffectContract, StepState};
 
 /// One step in the queue.
@@ -216,7 +217,7 @@ pub async fn open_incidents(
     pool: &PgPool,
     limit: i64,
     creation_key_prefix: Option<&str>,
-    after: Option<(DateTime<Utc>, Uuid)>,
+    after: Option<Position>,
 ) -> sqlx::Result<Vec<IncidentRow>> {
     let (after_at, after_id) = after.unzip();
     let rows = sqlx::query!(
@@ -258,7 +259,7 @@ pub async fn open_incidents(
 pub struct IncidentPage {
     pub rows: Vec<IncidentRow>,
     /// Where the next page starts (the last row's opened at and id), when there is one.
-    pub next: Option<(DateTime<Utc>, Uuid)>,
+    pub next: Option<Position>,
     /// How many are open in all (of the prefix's workflows, with one).
     pub open: i64,
 }
@@ -269,7 +270,7 @@ pub async fn open_incident_page(
     pool: &PgPool,
     limit: i64,
     creation_key_prefix: Option<&str>,
-    after: Option<(DateTime<Utc>, Uuid)>,
+    after: Option<Position>,
 ) -> sqlx::Result<IncidentPage> {
     let (mut rows, open) = tokio::try_join!(
         open_incidents(pool, limit + 1, creation_key_prefix, after),

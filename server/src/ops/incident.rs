@@ -68,9 +68,7 @@ async fn list(
     let after = after.map(print::cursor).transpose()?;
     let page = open_incident_page(pool, limit, None, after).await?;
     let (incidents, open) = (page.rows, page.open);
-    let next = page
-        .next
-        .map(|(at, id)| format!("{}|{id}", at.to_rfc3339()));
+    let next = page.next.map(engine::read::keyset::format);
     if json {
         print::json(
             io.out,

@@ -131,16 +131,12 @@ pub fn or_dash(value: Option<&str>) -> String {
 }
 
 /// The keyset cursor `next` printed: the last row's time and id.
-pub(crate) fn cursor(text: &str) -> Result<(DateTime<Utc>, uuid::Uuid), super::Stop> {
-    let malformed = || {
+pub(crate) fn cursor(text: &str) -> Result<engine::read::keyset::Position, super::Stop> {
+    engine::read::keyset::parse(text).ok_or_else(|| {
         super::Stop::Usage(format!(
             "`{text}` is not a page cursor: pass the one a previous page printed."
         ))
-    };
-    let (at, id) = text.split_once('|').ok_or_else(malformed)?;
-    let at = DateTime::parse_from_rfc3339(at).map_err(|_| malformed())?;
-    let id = uuid::Uuid::parse_str(id).map_err(|_| malformed())?;
-    Ok((at.with_timezone(&Utc), id))
+    })
 }
 
 #[cfg(test)]

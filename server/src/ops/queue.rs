@@ -26,7 +26,7 @@ pub(super) async fn show(pool: &PgPool, args: &QueueArgs, io: &mut Io<'_>) -> Re
     let next = (rows.len() > args.limit as usize).then(|| {
         rows.truncate(args.limit as usize);
         rows.last()
-            .map(|last| format!("{}|{}", last.unknown_since.to_rfc3339(), last.step_id))
+            .map(|last| engine::read::keyset::format((last.unknown_since, last.step_id)))
             .unwrap_or_default()
     });
     let counts = queue::queue_counts(pool).await?;

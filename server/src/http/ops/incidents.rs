@@ -67,9 +67,7 @@ pub(crate) async fn list(
     let page = open_incident_page(&pool, limit, prefix, after).await?;
     Ok(Json(IncidentsBody {
         incidents: page.rows,
-        next: page
-            .next
-            .map(|(at, id)| format!("{}|{id}", at.to_rfc3339())),
+        next: page.next.map(engine::read::keyset::format),
         open: page.open,
     }))
 }

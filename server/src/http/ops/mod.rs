@@ -99,22 +99,13 @@ pub(super) fn page_size(limit: Option<i64>, default: i64, max: i64) -> Result<i6
 }
 
 /// The keyset position a page's `next` names: `<RFC 3339 time>|<id>`.
-pub(super) fn keyset(text: &str) -> Result<(chrono::DateTime<chrono::Utc>, Uuid), ApiError> {
-    text.split_once('|')
-        .and_then(|(at, id)| {
-            Some((
-                chrono::DateTime::parse_from_rfc3339(at)
-                    .ok()?
-                    .with_timezone(&chrono::Utc),
-                Uuid::parse_str(id).ok()?,
-            ))
-        })
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                format!("`{text}` is not a page cursor: pass the `next` of a previous page"),
-            )
-        })
+pub(super) fn keyset(text: &str) -> Result<engine::read::keyset::Position, ApiError> {
+    engine::read::keyset::parse(text).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("`{text}` is not a page cursor: pass the `next` of a previous page"),
+        )
+    })
 }
 
 /// Whether the token is limited to a creation-key prefix. Only then must an action first read

@@ -81,7 +81,7 @@ pub(crate) async fn queue(
     let next = (rows.len() as i64 > limit).then(|| {
         rows.truncate(limit as usize);
         rows.last()
-            .map(|r| format!("{}|{}", r.unknown_since.to_rfc3339(), r.step_id))
+            .map(|r| engine::read::keyset::format((r.unknown_since, r.step_id)))
     });
     rows.retain(|r| client.0.covers(&r.creation_key));
     // The counts span every team's workflows: a prefixed token is not told them.
