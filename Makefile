@@ -10,8 +10,10 @@ export CARGO_TARGET_DIR ?= $(CURDIR)/target
 export LEPTOS_SITE_ROOT ?= $(CURDIR)/target/site
 PROFILE ?= debug
 Z29C := $(CARGO_TARGET_DIR)/$(PROFILE)/z29c
-# Release builds also write brotli and gzip copies of the static files, served as they are.
-LEPTOS_FLAGS := $(if $(filter release,$(PROFILE)),--release --precompress,)
+# Each island's wasm is split out of the main module and loaded when a page holds it (--split,
+# docs/DESIGN.md §18). Release builds also write brotli and gzip copies of the static files,
+# served as they are.
+LEPTOS_FLAGS := --split $(if $(filter release,$(PROFILE)),--release --precompress,)
 TOOLS := $(if $(filter release,$(PROFILE)),release,build)
 
 .PHONY: help run build test lint unit e2e openapi scenarios tutorial bench-engine bench-pgbench bench-console bench-retention sqlx-prepare migrate-both docs screenshots clean

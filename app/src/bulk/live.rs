@@ -8,7 +8,7 @@ use leptos::server_fn::ServerFn;
 use super::types::RunView;
 
 /// The run `id`'s progress, starting from `run` as the server read it.
-#[island]
+#[island(lazy)]
 pub fn LiveProgress(id: String, run: RunView) -> impl IntoView {
     let run = RwSignal::new(run);
     Effect::new(move |_| crate::live::island_ready());

@@ -5,6 +5,7 @@
 
 use engine::domain::OperatorAction;
 use leptos::prelude::*;
+use leptos::server_fn::ServerFn;
 
 use super::api::ActOnStep;
 use super::types::ActionFormData;
@@ -22,9 +23,22 @@ pub fn is_danger(action: OperatorAction) -> bool {
 }
 
 /// The form of one permitted action: the fields it needs, a reason, a button.
-#[island]
+///
+/// Its `on:submit` reads the posted fields itself rather than through `<ActionForm>`, whose
+/// generic decoding of a form (serde_qs) was a third of this island's wasm (docs/DESIGN.md §18).
+#[island(lazy)]
 pub fn StepActionForm(form: ActionFormData) -> impl IntoView {
     let act = ServerAction::<ActOnStep>::new();
+    // The server answers a done action with a redirect to the step page it led to.
+    let _ = leptos::server_fn::redirect::set_redirect_hook(|to: &str| {
+        let _ = window().location().set_href(to);
+    });
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        if let Ok(posted) = leptos::form::form_data_from_event(&ev) {
+            act.dispatch(posted_action(&|name| posted.get(name).as_string()));
+        }
+    };
     Effect::new(move |_| crate::live::island_ready());
     let kept_refusal = form.kept.as_ref().and_then(|kept| kept.sentence());
     // Until this island posts, the only outcome is the refusal the server kept for this form.
@@ -43,7 +57,7 @@ pub fn StepActionForm(form: ActionFormData) -> impl IntoView {
     let danger = is_danger(form.action);
     let reason = kept_or(&form.kept, "reason", "");
     view! {
-        <ActionForm action=act attr:class="stack">
+        <form action=ActOnStep::url() method="post" class="stack" on:submit=submit>
             <input type="hidden" name="csrf" value=form.csrf.clone() />
             <input type="hidden" name="step" value=form.step.clone() />
             <input type="hidden" name="version" value=form.version.clone() />
@@ -56,7 +70,24 @@ pub fn StepActionForm(form: ActionFormData) -> impl IntoView {
             <button type="submit" class=if danger { "danger" } else { "primary" } disabled=move || act.pending().get()>
                 {form.action.label()}
             </button>
-        </ActionForm>
+        </form>
+    }
+}
+
+/// The arguments of [`ActOnStep`] as a form posts them, `field` giving each one's value.
+fn posted_action(field: &dyn Fn(&str) -> Option<String>) -> ActOnStep {
+    let text = |name: &str| field(name).unwrap_or_default();
+    ActOnStep {
+        step: text("step"),
+        version: text("version"),
+        action: text("action"),
+        reason: text("reason"),
+        csrf: text("csrf"),
+        external_reference: field("external_reference"),
+        evidence: field("evidence"),
+        residual_uncertainty: field("residual_uncertainty"),
+        acknowledge_duplicate_risk: field("acknowledge_duplicate_risk"),
+        corrected_input: field("corrected_input"),
     }
 }
 
