@@ -25,7 +25,11 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     #[cfg(feature = "ssr")]
     content_security_policy();
     let scripts = if asked_for_islands() {
-        view! { <HydrationScripts options=options.clone() islands=true /> }.into_any()
+        #[cfg(feature = "ssr")]
+        let preloads = island_preloads(&options);
+        #[cfg(not(feature = "ssr"))]
+        let preloads = ();
+        view! { <HydrationScripts options=options.clone() islands=true /> {preloads} }.into_any()
     } else {
         view! { <script nonce=leptos::nonce::use_nonce() inner_html=live_without_wasm()></script> }
             .into_any()
@@ -49,12 +53,53 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     }
 }
 
-/// The paths whose pages can hold an island (`#[island]`): the overview's live counts, a step's
-/// action forms and a bulk run's progress. A page elsewhere that held one would stay inert, so
+/// The island a page at `path` can hold (`#[island]`), by its component's name in snake case,
+/// which the split wasm's manifest uses: the overview's live counts, a step's action forms and a
+/// bulk run's progress. A page elsewhere that held one would stay inert, so
 /// `islands::only_the_pages_that_hold_islands_load_the_wasm` renders both kinds.
 #[cfg(feature = "ssr")]
+fn island_of(path: &str) -> Option<&'static str> {
+    if path == "/overview" {
+        Some("live_overview")
+    } else if path.starts_with("/steps/") {
+        Some("step_action_form")
+    } else if path.starts_with("/bulk/") {
+        Some("live_progress")
+    } else {
+        None
+    }
+}
+
+#[cfg(feature = "ssr")]
 fn holds_islands(path: &str) -> bool {
-    path == "/overview" || path.starts_with("/steps/") || path.starts_with("/bulk/")
+    island_of(path).is_some()
+}
+
+/// Links that fetch, beside the main wasm, the split wasm's loader and the chunks of the island
+/// this page can hold; the main module would otherwise ask for them only once it runs, a second
+/// round of fetches before the page is live (docs/DESIGN.md §18).
+#[cfg(feature = "ssr")]
+fn island_preloads(options: &LeptosOptions) -> impl IntoView + use<> {
+    static SPLIT: std::sync::OnceLock<crate::assets::Split> = std::sync::OnceLock::new();
+    let split = SPLIT.get_or_init(|| crate::assets::Split::of(options));
+    let pkg = format!("/{}", options.site_pkg_dir);
+    let chunks = use_context::<http::request::Parts>()
+        .and_then(|parts| island_of(parts.uri.path()))
+        .and_then(|island| split.chunks.get(island))
+        .cloned()
+        .unwrap_or_default();
+    let loader = split.loader.as_ref().map(|loader| {
+        view! { <link rel="modulepreload" href=format!("{pkg}/{loader}") crossorigin="anonymous" /> }
+    });
+    let chunks = chunks
+        .into_iter()
+        .map(|chunk| {
+            view! {
+                <link rel="preload" href=format!("{pkg}/{chunk}") r#as="fetch" r#type="application/wasm" crossorigin="anonymous" />
+            }
+        })
+        .collect_view();
+    view! { {loader} {chunks} }
 }
 
 /// Whether the page being rendered can hold an island (yes where no request is known).

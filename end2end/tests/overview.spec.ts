@@ -51,6 +51,21 @@ test('the overview hydrates and refreshes its counts in the browser', async ({ p
   await expect(page.locator('.error')).toHaveCount(0);
 });
 
+test('the overview fetches its own island\'s wasm, announced in its head, and no other island\'s', async ({ page }) => {
+  test.skip(!javaScriptOn(), 'without JavaScript no wasm is fetched');
+  const wasm: string[] = [];
+  page.on('request', (request) => {
+    if (request.url().endsWith('.wasm')) wasm.push(new URL(request.url()).pathname);
+  });
+  await signInAsViewer(page);
+  await page.goto('/overview');
+  await hydrated(page);
+  // The head preloads the chunks this page's island needs, so they arrive beside the main module.
+  await expect(page.locator('head link[rel="preload"][href*="/split_live_overview_loader_"]')).toHaveCount(1);
+  expect(wasm.some((path) => path.includes('/split_live_overview_loader_'))).toBe(true);
+  expect(wasm.filter((path) => /split_(step_action_form|live_progress)_loader_/.test(path))).toEqual([]);
+});
+
 test.describe('an unknown address', () => {
   test.use({ allowedFailures: ['/no/such/page'] });
 

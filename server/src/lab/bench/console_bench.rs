@@ -44,7 +44,7 @@ async fn seq_scans(pool: &PgPool) -> anyhow::Result<Vec<(String, i64)>> {
 /// prints its figures as soon as they are measured, then the whole table, then the browser's
 /// loads (or why there are none: a part that fails takes nothing printed before with it).
 pub async fn console(args: ConsoleBenchArgs) -> anyhow::Result<()> {
-    let site = front_end_weight(&args.site_root);
+    let site = super::front_end::weight(&args.site_root);
     if let Err(why) = &site {
         println!("front end: {why}; the browser loads are skipped");
     }
@@ -302,74 +302,4 @@ async fn pages(pool: &PgPool) -> anyhow::Result<Vec<(&'static str, String)>> {
             ),
         ),
     ])
-}
-
-/// A built file's bytes: raw, gzipped, and its brotli copy's when the build wrote one.
-type Sizes = (u64, u64, Option<u64>);
-
-/// Prints the size of the console's wasm, JavaScript and CSS as built: raw, gzipped (`gzip -9`)
-/// and, when the build wrote them (release), the brotli copies the server sends. An error says
-/// why the site is no measure of what users load: missing, or a debug build (no brotli copies).
-fn front_end_weight(site_root: &std::path::Path) -> Result<(), String> {
-    let pkg = site_root.join("pkg");
-    let built = |extension: &str| -> Option<std::path::PathBuf> {
-        std::fs::read_dir(&pkg)
-            .ok()?
-            .filter_map(Result::ok)
-            .map(|entry| entry.path())
-            .find(|path| path.extension().is_some_and(|e| e == extension))
-    };
-    let sizes = |path: std::path::PathBuf| -> Option<Sizes> {
-        let raw = std::fs::metadata(&path).ok()?.len();
-        let gzipped = std::process::Command::new("gzip")
-            .arg("-9")
-            .arg("-c")
-            .arg(&path)
-            .output()
-            .ok()?
-            .stdout
-            .len() as u64;
-        let mut brotli = path.clone().into_os_string();
-        brotli.push(".br");
-        let brotli = std::fs::metadata(brotli).ok().map(|m| m.len());
-        Some((raw, gzipped, brotli))
-    };
-    let files: Vec<(&str, Option<Sizes>)> = ["wasm", "js", "css"]
-        .into_iter()
-        .map(|extension| (extension, built(extension).and_then(sizes)))
-        .collect();
-    if files.iter().any(|(_, sizes)| sizes.is_none()) {
-        return Err(format!(
-            "no build under {} (run `make build PROFILE=release` first)",
-            pkg.display()
-        ));
-    }
-    let kb = |bytes: u64| bytes / 1024;
-    let described: Vec<String> = files
-        .iter()
-        .filter_map(|(name, sizes)| {
-            let (raw, gzipped, brotli) = (*sizes)?;
-            let brotli = brotli.map_or_else(String::new, |b| format!(", {} KB brotli", kb(b)));
-            Some(format!(
-                "{name} {} KB ({} KB gzipped{brotli})",
-                kb(raw),
-                kb(gzipped)
-            ))
-        })
-        .collect();
-    println!(
-        "front end as built ({}): {}",
-        pkg.display(),
-        described.join(" + ")
-    );
-    if files
-        .iter()
-        .any(|(_, sizes)| sizes.is_some_and(|s| s.2.is_none()))
-    {
-        return Err(format!(
-            "{} holds a debug build (no brotli copies): build it with `make build PROFILE=release`",
-            pkg.display()
-        ));
-    }
-    Ok(())
 }

@@ -11,6 +11,7 @@ mod cpu;
 mod drive;
 mod engine_bench;
 mod fleet;
+mod front_end;
 mod instant;
 mod limit_bench;
 mod load;
