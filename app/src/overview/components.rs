@@ -167,10 +167,8 @@ const SERIES: [(StepState, &str); 10] = [
 fn OutcomeCharts(o: Outcomes) -> impl IntoView {
     let mut steps: Vec<String> = o.by_step.iter().map(|(l, _, _)| l.clone()).collect();
     steps.dedup();
-    // Whole pixels: the chart is drawn in the browser too, and formatting integers keeps the
-    // float formatter out of the island's wasm.
-    let (width, bar, gap, label) = (640_i64, 22_i64, 10_i64, 150_i64);
-    let height = (bar + gap) * steps.len() as i64 + gap;
+    let (width, bar, gap, label) = (640.0_f64, 22.0_f64, 10.0_f64, 150.0_f64);
+    let height = (bar + gap) * steps.len() as f64 + gap;
     let rows = steps
         .iter()
         .enumerate()
@@ -182,16 +180,15 @@ fn OutcomeCharts(o: Outcomes) -> impl IntoView {
                 .map(|(_, s, n)| (*s, *n))
                 .collect();
             let total: i64 = counts.iter().map(|(_, n)| n).sum::<i64>().max(1);
-            let y = gap + i as i64 * (bar + gap);
-            // Each segment ends where the running total puts it, so the bar fills its width exactly.
-            let mut before = 0_i64;
+            let y = gap + i as f64 * (bar + gap);
+            let mut x = label;
             let segments = SERIES
                 .iter()
                 .filter_map(|(state, colour)| {
                     let n = counts.iter().find(|(s, _)| s == state).map(|(_, n)| *n)?;
-                    let at = label + (width - label) * before / total;
-                    before += n;
-                    let w = label + (width - label) * before / total - at;
+                    let w = (width - label) * n as f64 / total as f64;
+                    let at = x;
+                    x += w;
                     Some(view! {
                         <rect x=at y=y width=w height=bar fill=*colour>
                             <title>{format!("{logical}: {n} {}", state.label().to_lowercase())}</title>
@@ -200,7 +197,7 @@ fn OutcomeCharts(o: Outcomes) -> impl IntoView {
                 })
                 .collect_view();
             view! {
-                <text x="0" y=y + bar * 7 / 10 font-size="13">{format!("{logical} ({})", counts.iter().map(|(_, n)| n).sum::<i64>())}</text>
+                <text x="0" y=y + bar * 0.7 font-size="13">{format!("{logical} ({})", counts.iter().map(|(_, n)| n).sum::<i64>())}</text>
                 {segments}
             }
         })
@@ -221,12 +218,12 @@ fn OutcomeCharts(o: Outcomes) -> impl IntoView {
         .zip(age_labels)
         .enumerate()
         .map(|(i, (n, text))| {
-            let h = 90 * *n / most;
-            let x = 20 + i as i64 * 90;
+            let h = 90.0 * *n as f64 / most as f64;
+            let x = 20.0 + i as f64 * 90.0;
             view! {
-                <rect x=x y=112 - h width="60" height=h fill="#c98a00"><title>{format!("{n} waiting {text}")}</title></rect>
-                <text x=x + 30 y="128" font-size="12" text-anchor="middle">{text}</text>
-                <text x=x + 30 y=108 - h font-size="12" text-anchor="middle">{n.to_string()}</text>
+                <rect x=x y=112.0 - h width="60" height=h fill="#c98a00"><title>{format!("{n} waiting {text}")}</title></rect>
+                <text x=x + 30.0 y="128" font-size="12" text-anchor="middle">{text}</text>
+                <text x=x + 30.0 y=108.0 - h font-size="12" text-anchor="middle">{n.to_string()}</text>
             }
         })
         .collect_view();
