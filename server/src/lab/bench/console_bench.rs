@@ -234,7 +234,8 @@ impl Measured {
     }
 }
 
-/// The pages timed, with ids picked from the loaded data.
+/// The pages timed, every page of the console an operator reads and the API's main reads, with
+/// ids picked from the loaded data.
 async fn pages(pool: &PgPool) -> anyhow::Result<Vec<(&'static str, String)>> {
     let waiting: i64 = sqlx::query_scalar(
         "select count(*) from step where waiting in ('outcome_unknown', 'review_required')",
@@ -293,6 +294,12 @@ async fn pages(pool: &PgPool) -> anyhow::Result<Vec<(&'static str, String)>> {
         ("step evidence", format!("/steps/{unknown_step}")),
         ("incident", format!("/incidents/{incident}")),
         ("open incidents", "/incidents".to_owned()),
+        ("workflow", format!("/workflows/{workflow}")),
+        ("workflows", "/workflows".to_owned()),
+        ("overview", "/overview".to_owned()),
+        ("audit log", "/audit".to_owned()),
+        ("adapters", "/adapters".to_owned()),
+        ("bulk recovery", "/bulk".to_owned()),
         ("API: workflow", format!("/api/v1/workflows/{workflow}")),
         (
             "API: by request key",
