@@ -91,14 +91,24 @@ pub async fn outcome_stats(pool: &PgPool) -> sqlx::Result<OutcomeStats> {
     )
     .fetch_one(pool)
     .await?;
+    // Only the last day's waiting steps are read one by one; the older ones are the kept count
+    // of waiting steps less those and the undated, all in one statement's snapshot, so the
+    // chart costs the same however long the backlog of old ones grows.
     let ages = sqlx::query!(
-        r#"select count(*) filter (where age < interval '1 minute') as "a!",
+        r#"with recent as (
+               select now() - unknown_since as age from step
+               where waiting is not null and unknown_since > now() - interval '1 day'
+           ), waiting as (
+               select coalesce(sum(n), 0)::bigint as n
+               from (select n from step_waiting_count union all select n from step_waiting_delta) c
+           )
+           select count(*) filter (where age < interval '1 minute') as "a!",
                   count(*) filter (where age >= interval '1 minute' and age < interval '10 minutes') as "b!",
                   count(*) filter (where age >= interval '10 minutes' and age < interval '1 hour') as "c!",
-                  count(*) filter (where age >= interval '1 hour' and age < interval '1 day') as "d!",
-                  count(*) filter (where age >= interval '1 day') as "e!"
-           from (select now() - unknown_since as age from step
-                 where waiting is not null) w"#
+                  count(*) filter (where age >= interval '1 hour') as "d!",
+                  (select n from waiting) - count(*)
+                      - (select count(*) from step where waiting is not null and unknown_since is null) as "e!"
+           from recent"#
     )
     .fetch_one(pool)
     .await?;

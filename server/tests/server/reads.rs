@@ -173,6 +173,36 @@ async fn a_signed_in_viewer_sees_the_overview_with_counts_kept_as_workflows_chan
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_overview_puts_each_waiting_step_in_the_bucket_of_its_age_the_old_ones_by_count(
+    pool: PgPool,
+) {
+    // Nine workflows of one step: seven waiting for 10 s, 5 min, 30 min, 3 h, 2, 3 and 40 days,
+    // one unsent with no date, one succeeded.
+    for sql in [
+        "insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest, state)
+         select gen_random_uuid(), 'k-' || i, 'document_delivery', 1, '{}', 'sha256:' || repeat('0', 64), 'running'
+         from generate_series(1, 9) i",
+        "insert into step (id, workflow_id, logical, definition_version, kind, state, output)
+         select gen_random_uuid(), id, 'deliver', 1, 'pure', 'succeeded', '{}' from workflow",
+        "update step s set state = 'outcome_unknown', request_key = 'rk-' || s.id, output = null,
+                unknown_since = now() - a.age
+         from (select id, (array[interval '10 seconds', '5 minutes', '30 minutes', '3 hours',
+                                 '2 days', '3 days', '40 days'])[row_number() over (order by id)] as age
+               from step) a
+         where a.id = s.id and a.age is not null",
+        "update step set state = 'unsent', output = null
+         where id = (select id from step where state = 'succeeded' order by id limit 1)",
+    ] {
+        sqlx::query(sql).execute(&pool).await.unwrap();
+    }
+    let ages = engine::read::stats::outcome_stats(&pool)
+        .await
+        .unwrap()
+        .unknown_age;
+    assert_eq!(ages, [1, 1, 1, 1, 3]);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn the_queues_age_filter_with_an_overflowing_number_answers_422(pool: PgPool) {
     let mut viewer = signed_in(&pool, engine::domain::Role::Viewer).await;
     for minutes in ["999999999999999999", "-5", "5256001"] {
