@@ -91,28 +91,14 @@ pub async fn outcome_stats(pool: &PgPool) -> sqlx::Result<OutcomeStats> {
     )
     .fetch_one(pool)
     .await?;
-    // The chart counts the review queue's members, as its kept count does: waiting steps no
-    // step replaces. Only the last day's are read one by one; the older ones are the kept count
-    // less those and the undated, all in one statement's snapshot, so the chart costs the same
-    // however long the backlog of old ones grows.
     let ages = sqlx::query!(
-        r#"with member as (
-               select s.unknown_since from step s
-               where s.waiting is not null
-                 and (s.unknown_since is null or s.unknown_since > now() - interval '1 day')
-                 and not exists (select 1 from step r where r.replaces_step_id = s.id)
-           ), waiting as (
-               select coalesce(sum(n), 0)::bigint as n
-               from (select n from step_waiting_count union all select n from step_waiting_delta) c
-           )
-           select count(*) filter (where now() - unknown_since < interval '1 minute') as "a!",
-                  count(*) filter (where now() - unknown_since >= interval '1 minute'
-                                     and now() - unknown_since < interval '10 minutes') as "b!",
-                  count(*) filter (where now() - unknown_since >= interval '10 minutes'
-                                     and now() - unknown_since < interval '1 hour') as "c!",
-                  count(*) filter (where now() - unknown_since >= interval '1 hour') as "d!",
-                  (select n from waiting) - count(*) as "e!"
-           from member"#
+        r#"select count(*) filter (where age < interval '1 minute') as "a!",
+                  count(*) filter (where age >= interval '1 minute' and age < interval '10 minutes') as "b!",
+                  count(*) filter (where age >= interval '10 minutes' and age < interval '1 hour') as "c!",
+                  count(*) filter (where age >= interval '1 hour' and age < interval '1 day') as "d!",
+                  count(*) filter (where age >= interval '1 day') as "e!"
+           from (select now() - unknown_since as age from step
+                 where waiting is not null) w"#
     )
     .fetch_one(pool)
     .await?;
