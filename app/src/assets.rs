@@ -54,7 +54,7 @@ fn hashes(options: &LeptosOptions) -> String {
 }
 
 /// The hash the hash file's text `hashes` gives files of `kind` (`js`, `wasm`, `manifest`, …).
-fn hash_of(hashes: &str, kind: &str) -> Option<String> {
+pub fn hash_of(hashes: &str, kind: &str) -> Option<String> {
     hashes.lines().find_map(|line| {
         let (k, hash) = line.split_once(':')?;
         (k.trim() == kind).then(|| hash.trim().to_owned())

@@ -33,9 +33,10 @@ pub fn StepActionForm(form: ActionFormData) -> impl IntoView {
     let _ = leptos::server_fn::redirect::set_redirect_hook(|to: &str| {
         let _ = window().location().set_href(to);
     });
+    // A form whose fields cannot be read here posts as it would without JavaScript.
     let submit = move |ev: leptos::ev::SubmitEvent| {
-        ev.prevent_default();
         if let Ok(posted) = leptos::form::form_data_from_event(&ev) {
+            ev.prevent_default();
             act.dispatch(posted_action(&|name| posted.get(name).as_string()));
         }
     };

@@ -75,14 +75,11 @@ pub fn weight(site_root: &Path) -> Result<(), String> {
         .ok()
         .and_then(|exe| std::fs::read_to_string(exe.with_file_name("hash.txt")).ok())
         .ok_or_else(missing)?;
-    let hash = |kind: &str| {
-        hashes.lines().find_map(|line| {
-            let (k, hash) = line.split_once(':')?;
-            (k.trim() == kind).then(|| hash.trim().to_owned())
-        })
-    };
     let file = |stem: &str, kind: &str, extension: &str| -> Option<(PathBuf, Sizes)> {
-        let path = pkg.join(format!("{stem}.{}.{extension}", hash(kind)?));
+        let path = pkg.join(format!(
+            "{stem}.{}.{extension}",
+            app::assets::hash_of(&hashes, kind)?
+        ));
         Sizes::of(&path).map(|sizes| (path, sizes))
     };
     let main = [
@@ -122,23 +119,14 @@ pub fn weight(site_root: &Path) -> Result<(), String> {
 }
 
 /// Each island's name and the summed sizes of the wasm chunks its loader fetches, from the
-/// manifest cargo-leptos wrote beside them (`{"<island>_loader_<n>": ["<chunk>.<hash>", …]}`).
+/// manifest cargo-leptos wrote beside them.
 fn island_chunks(pkg: &Path, manifest: &Path) -> Option<Vec<(String, Sizes)>> {
     let text = std::fs::read_to_string(manifest).ok()?;
-    let loaders: std::collections::BTreeMap<String, Vec<String>> =
-        serde_json::from_str(&text).ok()?;
-    loaders
+    app::assets::Split::chunks_in(&text)
         .into_iter()
-        .map(|(loader, chunks)| {
-            let island = loader
-                .split("_loader_")
-                .next()
-                .unwrap_or(&loader)
-                .to_owned();
-            let sizes: Option<Vec<Sizes>> = chunks
-                .iter()
-                .map(|chunk| Sizes::of(&pkg.join(format!("{chunk}.wasm"))))
-                .collect();
+        .map(|(island, chunks)| {
+            let sizes: Option<Vec<Sizes>> =
+                chunks.iter().map(|c| Sizes::of(&pkg.join(c))).collect();
             Some((island, Sizes::sum(&sizes?)))
         })
         .collect()
