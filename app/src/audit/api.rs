@@ -38,13 +38,7 @@ pub async fn audit_log(
         PAGE_SIZE + 1,
     )
     .await?;
-    let next = (rows.len() > PAGE_SIZE as usize).then(|| {
-        rows.truncate(PAGE_SIZE as usize);
-        rows.last()
-            .expect("a full page has a last row")
-            .id
-            .to_string()
-    });
+    let next = engine::read::keyset::cut(&mut rows, PAGE_SIZE, |last| last.id.to_string());
     Ok(AuditPage {
         items: rows
             .into_iter()

@@ -70,11 +70,10 @@ pub async fn review_queue(
         async { Ok(definition_names(&pool).await?) },
         async { Ok(engine::read::alerts::open(&pool).await?) },
     )?;
-    let next = (rows.len() > PAGE_SIZE as usize).then(|| {
-        rows.truncate(PAGE_SIZE as usize);
-        let last = rows.last().expect("a full page has a last row");
-        engine::read::keyset::format((last.unknown_since, last.step_id))
-    });
+    let next = engine::read::keyset::cut(&mut rows, PAGE_SIZE, |last| {
+        (last.unknown_since, last.step_id)
+    })
+    .map(engine::read::keyset::format);
     Ok(QueuePage {
         items: queue_items(&pool, rows, now).await?,
         incidents,

@@ -276,11 +276,7 @@ pub async fn open_incident_page(
         open_incidents(pool, limit + 1, creation_key_prefix, after),
         open_incident_count(pool, creation_key_prefix),
     )?;
-    let next = (rows.len() as i64 > limit).then(|| {
-        rows.truncate(limit as usize);
-        let last = rows.last().expect("a full page has a last incident");
-        (last.opened_at, last.incident_id)
-    });
+    let next = super::keyset::cut(&mut rows, limit, |last| (last.opened_at, last.incident_id));
     Ok(IncidentPage { rows, next, open })
 }
 

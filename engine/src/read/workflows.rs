@@ -81,9 +81,7 @@ pub async fn list(pool: &PgPool, query: &WorkflowQuery) -> sqlx::Result<Workflow
     } else {
         unkeyed(pool, query, limit + 1).await?
     };
-    let more = workflows.len() as i64 > limit;
-    workflows.truncate(limit as usize);
-    let next = more.then(|| workflows.last().map(|w| w.id)).flatten();
+    let next = super::keyset::cut(&mut workflows, limit, |w| w.id);
     Ok(WorkflowPage { workflows, next })
 }
 

@@ -23,12 +23,10 @@ pub(super) async fn show(pool: &PgPool, args: &QueueArgs, io: &mut Io<'_>) -> Re
     };
     let after = args.after.as_deref().map(print::cursor).transpose()?;
     let mut rows = queue::queue(pool, &filter, after, args.limit + 1).await?;
-    let next = (rows.len() > args.limit as usize).then(|| {
-        rows.truncate(args.limit as usize);
-        rows.last()
-            .map(|last| engine::read::keyset::format((last.unknown_since, last.step_id)))
-            .unwrap_or_default()
-    });
+    let next = engine::read::keyset::cut(&mut rows, args.limit, |last| {
+        (last.unknown_since, last.step_id)
+    })
+    .map(engine::read::keyset::format);
     let counts = queue::queue_counts(pool).await?;
     let (incidents, open) = match after {
         None => {

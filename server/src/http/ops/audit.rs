@@ -67,12 +67,6 @@ pub(crate) async fn page(
         limit + 1,
     )
     .await?;
-    let next = (entries.len() as i64 > limit).then(|| {
-        entries.truncate(limit as usize);
-        entries.last().map(|e| e.id)
-    });
-    Ok(Json(AuditBody {
-        entries,
-        next: next.flatten(),
-    }))
+    let next = engine::read::keyset::cut(&mut entries, limit, |e| e.id);
+    Ok(Json(AuditBody { entries, next }))
 }

@@ -78,20 +78,13 @@ pub(crate) async fn queue(
     };
     let after = p.after.as_deref().map(keyset).transpose()?;
     let mut rows = queue::queue(&pool, &filter, after, limit + 1).await?;
-    let next = (rows.len() as i64 > limit).then(|| {
-        rows.truncate(limit as usize);
-        rows.last()
-            .map(|r| engine::read::keyset::format((r.unknown_since, r.step_id)))
-    });
+    let next = engine::read::keyset::cut(&mut rows, limit, |r| (r.unknown_since, r.step_id))
+        .map(engine::read::keyset::format);
     rows.retain(|r| client.0.covers(&r.creation_key));
     // The counts span every team's workflows: a prefixed token is not told them.
     let counts = match client.0.creation_key_prefix {
         None => Some(queue::queue_counts(&pool).await?),
         Some(_) => None,
     };
-    Ok(Json(QueueBody {
-        rows,
-        next: next.flatten(),
-        counts,
-    }))
+    Ok(Json(QueueBody { rows, next, counts }))
 }
