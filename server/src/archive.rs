@@ -79,11 +79,28 @@ async fn run_now(args: ArchiveArgs) -> anyhow::Result<ExitCode> {
 
 async fn show(id: uuid::Uuid, args: ArchiveArgs) -> anyhow::Result<ExitCode> {
     let db = Database::open(&args.database).await?;
-    let archived = engine::archive::show(&db.pool, &archive_dir(&args)?, id).await;
+    let dir = archive_dir(&args)?;
+    let archived = engine::archive::show(&db.pool, &dir, id).await;
+    // A workflow back hot after a restore: the copy the archive keeps, said to be one.
+    let copy = match &archived {
+        Ok(None) => engine::archive::copy_of(&db.pool, &dir, id).await,
+        _ => Ok(None),
+    };
     db.close().await?;
-    let Some(archived) = archived? else {
-        eprintln!("workflow {id} is not archived");
-        return Ok(ExitCode::FAILURE);
+    let archived = match (archived?, copy?) {
+        (Some(archived), _) => archived,
+        (None, Some(copy)) => {
+            eprintln!(
+                "workflow {id} is in the hot tables; the archive holds a copy of it written while \
+                 the database held it (a restore from an older backup, or archiving that stopped \
+                 before removing it):"
+            );
+            copy
+        }
+        (None, None) => {
+            eprintln!("workflow {id} is not archived");
+            return Ok(ExitCode::FAILURE);
+        }
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&archived)?);

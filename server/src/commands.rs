@@ -185,7 +185,7 @@ async fn reconcile_archive(
     println!(
         "before resume: {} archive member(s) read since the database's newest tombstone; {} \
          workflow(s) archived after the backup have their tombstones again, {} the backup holds \
-         will be archived again",
+         will be archived again (their copies in the archive are shown beside them until then)",
         done.members,
         done.restored.len(),
         done.hot_again.len()

@@ -26,6 +26,9 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
     Ok(StepEvidence {
         version: e.version.to_string(),
         busy: e.leased_until.map(busy_sentence),
+        archived_copy: engine::store::archive::copy_place(&pool, e.workflow_id)
+            .await?
+            .is_some(),
         notice,
         input: serde_json::to_string_pretty(&e.input).unwrap_or_default(),
         step_input_digest: e.step_input_digest,

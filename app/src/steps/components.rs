@@ -93,6 +93,12 @@ fn Evidence(e: StepEvidence) -> impl IntoView {
             <span class=format!("badge {:?}", e.state).to_lowercase() data-testid="state">{e.state.label()}</span>
             {e.open_incident.then(|| view! { <span class="badge incident">"Open integrity incident"</span> })}
         </p>
+        {e.archived_copy.then(|| view! {
+            <p class="notice warn" data-testid="archived-copy">
+                "The archive holds a copy of this workflow written while the database still holds it (a restore from an older backup, or archiving that stopped before removing it). It may hold what the database does not, such as this call's receipt: "
+                <A href=format!("/workflows/{}", e.workflow_id)>"compare it on the workflow page"</A>" before acting."
+            </p>
+        })}
         <h2>"Evidence"</h2>
         <dl class="facts">
             <dt>"Content digest the destination compares"</dt><dd><code>{e.content_digest}</code></dd>

@@ -64,6 +64,9 @@ pub struct StepEvidence {
     pub version: String,
     /// Set while a worker or another operator's lookup holds the step.
     pub busy: Option<String>,
+    /// Whether the archive keeps a copy of the workflow, noted when reconciling after a restore
+    /// (docs/DESIGN.md §21, "After a restore").
+    pub archived_copy: bool,
     /// What the last action taken in this session did.
     pub notice: Option<String>,
     /// The input the step runs on (pretty JSON) and its digest.

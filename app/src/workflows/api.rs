@@ -34,6 +34,40 @@ async fn project(
     }
 }
 
+/// The archive's copy of hot workflow `id`, if reconciling after a restore noted one: what to
+/// say of it, and its evidence in lines. A copy that cannot be read back is said so, with no
+/// lines: the page still shows what the database holds.
+#[cfg(feature = "ssr")]
+async fn copy_of(
+    pool: &sqlx::PgPool,
+    id: uuid::Uuid,
+) -> Result<Option<(String, Vec<String>)>, ConsoleError> {
+    let archive = use_context::<engine::archive::ArchiveDir>().ok_or(ConsoleError::Internal)?;
+    let copy = match engine::archive::copy_of(pool, &archive, id).await {
+        Ok(Some(copy)) => copy,
+        Ok(None) => return Ok(None),
+        Err(error) => {
+            tracing::error!(%error, %id, "the archive's copy of a workflow cannot be read back");
+            let said = format!(
+                "The archive holds a copy of this workflow, written while the database still \
+                 holds it, and it cannot be read back: {error}"
+            );
+            return Ok(Some((said, Vec::new())));
+        }
+    };
+    let t = &copy.tombstone;
+    let said = format!(
+        "The archive holds a copy of this workflow, written on {} while the database still holds \
+         it: the database was restored from a backup taken before, or archiving stopped before \
+         removing it. In that copy it is {} (settled {}). Compare its evidence, below, with the \
+         steps above before acting on a step.",
+        t.archived_at.format("%Y-%m-%d %H:%M UTC"),
+        t.state.label(),
+        t.settled_at.format("%Y-%m-%d %H:%M UTC"),
+    );
+    Ok(Some((said, evidence_lines(&copy))))
+}
+
 /// An archived workflow's evidence in lines, oldest first: each receipt and each audit entry.
 #[cfg(feature = "ssr")]
 fn evidence_lines(archived: &engine::archive::Archived) -> Vec<String> {
@@ -105,7 +139,12 @@ pub async fn workflow_steps(id: String) -> Result<super::types::WorkflowData, Co
             .filter(|kept| kept.field("workflow") == Some(w.id.to_string().as_str()))
     };
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
+    let copy = match archived {
+        Some(_) => None,
+        None => copy_of(&pool, w.id).await?,
+    };
     Ok(super::types::WorkflowData {
+        copy: copy.as_ref().map(|(said, _)| said.clone()),
         archived: archived.as_ref().map(|a| {
             let t = &a.tombstone;
             format!(
@@ -115,7 +154,11 @@ pub async fn workflow_steps(id: String) -> Result<super::types::WorkflowData, Co
                 t.archive_file
             )
         }),
-        evidence: archived.as_ref().map(evidence_lines).unwrap_or_default(),
+        evidence: match (&archived, copy) {
+            (Some(archived), _) => evidence_lines(archived),
+            (None, Some((_, lines))) => lines,
+            (None, None) => Vec::new(),
+        },
         notes: crate::notes::api::notes_of(&pool, w.id, |_| true).await?,
         note: crate::notes::api::note_form(&operator, w.id).await?,
         paused: w.paused.map(|p| {

@@ -58,8 +58,15 @@ pub fn WorkflowPage() -> impl IntoView {
                                     <AddNoteForm on="workflow" id=w.id.clone() form=w.note.clone() />
                                 }
                                     .into_any(),
-                                Some(when) => view! { <Archived when evidence=w.evidence.clone() /> }.into_any(),
+                                Some(when) => {
+                                    view! { <Archived when evidence=w.evidence.clone() testid="archived" /> }
+                                        .into_any()
+                                }
                             };
+                            let copy = w
+                                .copy
+                                .clone()
+                                .map(|when| view! { <Archived when evidence=w.evidence.clone() testid="archived-copy" /> });
                             view! {
                                 <h1>{format!("Workflow {}", w.creation_key)}</h1>
                                 <p>
@@ -69,6 +76,7 @@ pub fn WorkflowPage() -> impl IntoView {
                                 </p>
                                 {pause}
                                 <Steps steps=w.steps.clone() all archived />
+                                {copy}
                                 {notes}
                             }
                                 .into_any()
@@ -130,11 +138,12 @@ fn Steps(steps: Vec<StepRow>, all: Vec<StepRow>, archived: bool) -> impl IntoVie
     }
 }
 
-/// An archived workflow: when it left, and its evidence as its record holds it.
+/// An archived workflow, or the archive's copy of one back hot: when it was written, and its
+/// evidence as the record holds it.
 #[component]
-fn Archived(when: String, evidence: Vec<String>) -> impl IntoView {
+fn Archived(when: String, evidence: Vec<String>, testid: &'static str) -> impl IntoView {
     view! {
-        <p class="notice" data-testid="archived">{when}</p>
+        <p class="notice" data-testid=testid>{when}</p>
         <h2>"Evidence"</h2>
         <ul data-testid="evidence">
             {evidence.into_iter().map(|line| view! { <li class="small">{line}</li> }).collect_view()}

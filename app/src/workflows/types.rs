@@ -39,6 +39,10 @@ pub struct WorkflowData {
     pub note: NoteForm,
     /// "Archived on … (settled …)", when it left the hot tables (docs/DESIGN.md §21).
     pub archived: Option<String>,
-    /// An archived workflow's receipts and audit entries, read back from its record.
+    /// A workflow back hot after a restore whose copy the archive keeps: when it was written and
+    /// what it said (docs/DESIGN.md §21, "After a restore").
+    pub copy: Option<String>,
+    /// An archived workflow's receipts and audit entries, read back from its record, or those of
+    /// the archive's copy of a workflow back hot.
     pub evidence: Vec<String>,
 }

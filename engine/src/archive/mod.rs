@@ -29,7 +29,7 @@ use crate::store::archive::{self as store, Place, Walked};
 
 pub use crate::store::archive::Tombstone;
 pub use file::{ArchiveDir, FORMAT, Finding, Manifest, Member, Placed};
-pub use reconcile::{Reconciled, reconcile};
+pub use reconcile::{Reconciled, copy_of, reconcile};
 
 /// How long things stay in the hot tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -342,26 +342,32 @@ pub async fn show(
     let Some(tombstone) = store::tombstone(pool, Some(id), None).await? else {
         return Ok(None);
     };
+    let place = Placed {
+        file: tombstone.archive_file.clone(),
+        offset: u64::try_from(tombstone.member_offset).unwrap_or_default(),
+        length: u64::try_from(tombstone.member_length).unwrap_or_default(),
+    };
+    let mut record = read_record(dir, place, id).await?;
+    Ok(Some(Archived {
+        tombstone,
+        evidence: record["evidence"].take(),
+    }))
+}
+
+/// The record of workflow `id` in the member at `place`.
+async fn read_record(dir: &ArchiveDir, place: Placed, id: Uuid) -> Result<Value, ArchiveError> {
     let dir = dir.clone();
-    let (file, offset, length) = (
-        tombstone.archive_file.clone(),
-        u64::try_from(tombstone.member_offset).unwrap_or_default(),
-        u64::try_from(tombstone.member_length).unwrap_or_default(),
-    );
-    let lines = tokio::task::spawn_blocking(move || dir.read_member(&file, offset, length))
-        .await
-        .map_err(std::io::Error::other)??;
+    let lines = tokio::task::spawn_blocking(move || {
+        dir.read_member(&place.file, place.offset, place.length)
+    })
+    .await
+    .map_err(std::io::Error::other)??;
     let wanted = id.to_string();
-    let evidence = lines
+    lines
         .iter()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .find(|record| record["kind"] == "workflow" && record["id"] == wanted.as_str())
-        .map(|mut record| record["evidence"].take())
-        .ok_or(ArchiveError::Missing(id))?;
-    Ok(Some(Archived {
-        tombstone,
-        evidence,
-    }))
+        .ok_or(ArchiveError::Missing(id))
 }
 
 impl Archived {

@@ -14,7 +14,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::file::{ArchiveDir, Placed};
-use super::{ArchiveError, rows};
+use super::{ArchiveError, Archived, read_record, rows};
 use crate::store::archive::{self as store, Tombstone};
 
 /// Tombstones written per statement.
@@ -31,6 +31,7 @@ pub struct Reconciled {
     /// Workflows whose tombstones were written again from their records.
     pub restored: Vec<Uuid>,
     /// Workflows the database holds hot again; the archiver writes them again once eligible.
+    /// Where the archive keeps their later copy is noted ([`copy_of`] reads it back).
     pub hot_again: Vec<Uuid>,
     /// Archived workflows whose creation key a workflow started since the restore holds: two
     /// intents under one key, for a person to look at. No tombstone is written for them.
@@ -61,12 +62,16 @@ pub async fn reconcile(owner: &PgPool, dir: &ArchiveDir) -> Result<Reconciled, A
             .filter(|t| !restored.contains(&t.id))
             .map(|t| (t.id, t.creation_key.clone()))
             .unzip();
+        let mut hot_again = Vec::new();
         for (id, same) in store::hot_or_key_taken(&mut conn, &ids, &keys).await? {
             match same {
-                true => reconciled.hot_again.push(id),
+                true => hot_again.push(id),
                 false => reconciled.key_taken.push(id),
             }
         }
+        let copies: Vec<&Tombstone> = chunk.iter().filter(|t| hot_again.contains(&t.id)).collect();
+        store::note_copies(&mut conn, &copies).await?;
+        reconciled.hot_again.extend(hot_again);
         for t in chunk.iter().filter(|t| restored.contains(&t.id)) {
             members_restored.insert((t.archive_file.clone(), t.member_offset, t.member_length));
         }
@@ -166,4 +171,29 @@ fn tombstone(record: &Value, place: &Placed) -> Option<Tombstone> {
 /// One column of a record's row, as stored.
 fn field<T: DeserializeOwned>(value: &Value) -> Option<T> {
     T::deserialize(value).ok()
+}
+
+/// The later copy the archive keeps of workflow `id`, which a restored database holds hot again,
+/// if reconciling noted one: the tombstone its record would make, and its evidence. The copy may
+/// know what the backup did not, such as the receipt of a call it saw in flight.
+pub async fn copy_of(
+    pool: &PgPool,
+    dir: &ArchiveDir,
+    id: Uuid,
+) -> Result<Option<Archived>, ArchiveError> {
+    let Some((file, offset, length)) = store::copy_place(pool, id).await? else {
+        return Ok(None);
+    };
+    let place = Placed {
+        file,
+        offset: u64::try_from(offset).unwrap_or_default(),
+        length: u64::try_from(length).unwrap_or_default(),
+    };
+    let mut record = read_record(dir, place.clone(), id).await?;
+    let tombstone =
+        tombstone(&record, &place).ok_or(ArchiveError::Unreadable(place.file, place.offset))?;
+    Ok(Some(Archived {
+        tombstone,
+        evidence: record["evidence"].take(),
+    }))
 }

@@ -390,3 +390,41 @@ pub async fn hot_or_key_taken(
     .await?;
     Ok(rows.into_iter().map(|r| (r.id, r.same)).collect())
 }
+
+/// Notes where the archive keeps a later copy of each workflow of `copies` the hot tables hold
+/// again after a restore (docs/DESIGN.md §21, "After a restore"), keeping the latest copy of
+/// each. Only the schema's owner may.
+pub async fn note_copies(conn: &mut PgConnection, copies: &[&Tombstone]) -> sqlx::Result<()> {
+    let rows = sqlx::types::Json(copies);
+    sqlx::query!(
+        r#"insert into archived_copy
+               (workflow_id, archived_at, archive_file, member_offset, member_length)
+           select t.id, t.archived_at, t.archive_file, t.member_offset, t.member_length
+           from jsonb_populate_recordset(null::archived_workflow, $1) t
+           where exists (select 1 from workflow w where w.id = t.id)
+           on conflict (workflow_id) do update
+              set archived_at = excluded.archived_at, archive_file = excluded.archive_file,
+                  member_offset = excluded.member_offset, member_length = excluded.member_length,
+                  noted_at = now()
+            where archived_copy.archived_at <= excluded.archived_at"#,
+        rows as _,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Where the archive keeps a later copy of hot workflow `id`, if reconciling noted one: (file,
+/// offset, length).
+pub async fn copy_place<'e, E>(executor: E, id: Uuid) -> sqlx::Result<Option<(String, i64, i64)>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Postgres>,
+{
+    let row = sqlx::query!(
+        "select archive_file, member_offset, member_length from archived_copy where workflow_id = $1",
+        id
+    )
+    .fetch_optional(executor)
+    .await?;
+    Ok(row.map(|r| (r.archive_file, r.member_offset, r.member_length)))
+}

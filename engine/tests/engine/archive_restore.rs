@@ -161,3 +161,61 @@ async fn after_a_restore_the_archive_gives_back_the_tombstones_of_what_the_backu
         "an archive without the database's newest member is refused: {foreign:?}"
     );
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn after_a_restore_a_workflow_back_hot_shows_the_copy_the_archive_kept_until_it_leaves_again(
+    pool: PgPool,
+) {
+    let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
+    let dir = tempfile::tempdir().unwrap();
+    let archive = ArchiveDir::open(dir.path()).unwrap();
+    let archiver = archiver(&h.pool, dir.path(), Policy::default());
+    let held = settled_long_ago(&h, "copy-held").await;
+    let other = settled_long_ago(&h, "copy-other").await;
+    archived_after_the_backup(&h.pool, &archive, held).await;
+    assert!(
+        engine::archive::copy_of(&h.pool, &archive, held)
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing is noted before reconciling"
+    );
+
+    let reconciled = reconcile(&h.pool, &archive).await.unwrap();
+    assert_eq!(reconciled.hot_again, vec![held]);
+    let copy = engine::archive::copy_of(&h.pool, &archive, held)
+        .await
+        .unwrap()
+        .expect("the copy is noted and reads back");
+    assert_eq!(copy.tombstone.id, held);
+    assert_eq!(copy.tombstone.creation_key, "copy-held");
+    assert!(
+        copy.evidence["receipts"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty()),
+        "the copy's evidence holds the receipt: {}",
+        copy.evidence
+    );
+    assert!(
+        engine::archive::copy_of(&h.pool, &archive, other)
+            .await
+            .unwrap()
+            .is_none(),
+        "a workflow the archive never held has no copy"
+    );
+
+    assert_eq!(archive_now(&archiver).await.workflows, 2);
+    assert!(!hot(&h.pool, held).await);
+    assert!(
+        engine::archive::copy_of(&h.pool, &archive, held)
+            .await
+            .unwrap()
+            .is_none(),
+        "the note leaves with the workflow"
+    );
+    let again = engine::archive::show(&h.pool, &archive, held)
+        .await
+        .unwrap()
+        .expect("archived again, under a tombstone");
+    assert_ne!(again.tombstone.archived_at, copy.tombstone.archived_at);
+}

@@ -5,7 +5,7 @@ use engine::embedded_pg::{APP_ROLE, Durability, EmbeddedPostgres};
 use sqlx::{Connection, PgConnection, PgPool};
 
 /// Statements the application role is refused, each with what it would have done.
-const REFUSED: [&str; 11] = [
+const REFUSED: [&str; 13] = [
     "truncate audit",
     "truncate step",
     "delete from audit",
@@ -18,6 +18,9 @@ const REFUSED: [&str; 11] = [
     // A tombstone only the archiver's function writes, so no evidence leaves without one.
     "insert into archived_workflow select * from archived_workflow",
     "delete from archived_workflow",
+    // Where the archive keeps a copy of a workflow back hot: only reconciling notes it.
+    "insert into archived_copy select * from archived_copy",
+    "delete from archived_copy",
 ];
 
 /// Each statement of [`REFUSED`] is refused on `conn` for want of a privilege.

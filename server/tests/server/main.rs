@@ -27,5 +27,6 @@ mod own_api;
 mod pause_many;
 mod proxy;
 mod reads;
+mod restored;
 mod support;
 mod trust;
