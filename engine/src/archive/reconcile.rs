@@ -158,7 +158,8 @@ fn tombstone(record: &Value, place: &Placed) -> Option<Tombstone> {
         state: field(&workflow["state"])?,
         input_digest: field(&workflow["input_digest"])?,
         created_at: field(&workflow["created_at"])?,
-        settled_at: field(&workflow["updated_at"])?,
+        // Records written before the workflow kept its settle time carry its last update.
+        settled_at: field(&workflow["settled_at"]).or_else(|| field(&workflow["updated_at"]))?,
         archived_at: field(&record["archived_at"])?,
         request_keys,
         external_references: references,

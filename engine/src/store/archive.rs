@@ -46,17 +46,17 @@ pub async fn eligible(
                       (select coalesce(min(o.created_at), now()) from outbox o, outbox_cursor c
                        where c.reader = 'publisher' and (o.txid, o.id) > (c.txid, c.id)) as published_before
                from definition)
-           select w.id, sw.settled_at as "settled_at: DateTime<Utc>",
-                  extract(epoch from now() - sw.settled_at
+           select w.id, w.settled_at as "settled_at!: DateTime<Utc>",
+                  extract(epoch from now() - w.settled_at
                           - coalesce(d.retain_settled, make_interval(secs => $1)))::float8 as "lag!"
-           from bound b, settled_workflow sw
-           join workflow w on w.id = sw.workflow_id
+           from bound b, workflow w
            join definition d on d.name = w.definition_name and d.version = w.definition_version
-           where sw.settled_at < b.settled_before
-             and sw.settled_at < b.published_before
-             and ($2::timestamptz is null or (sw.settled_at, sw.workflow_id) > ($2, $3))
+           where w.settled_at is not null
+             and w.settled_at < b.settled_before
+             and w.settled_at < b.published_before
+             and ($2::timestamptz is null or (w.settled_at, w.id) > ($2, $3))
              and w.state in ('completed', 'cancelled')
-             and sw.settled_at < now() - coalesce(d.retain_settled, make_interval(secs => $1))
+             and w.settled_at < now() - coalesce(d.retain_settled, make_interval(secs => $1))
              and not exists (select 1 from step s where s.workflow_id = w.id
                              and (s.lease_id is not null or s.waiting is not null
                                   or s.state in ('ready', 'held', 'running', 'invoking',
@@ -73,7 +73,7 @@ pub async fn eligible(
                                and coalesce(q.last_sent_at, q.first_sent_at)
                                    + make_interval(secs => (a.declared->>'idempotency_retention_ms')::float8 / 1000)
                                    > now())
-           order by sw.settled_at, sw.workflow_id
+           order by w.settled_at, w.id
            limit $4
            for update of w skip locked"#,
         default_secs,
@@ -278,7 +278,7 @@ pub async fn progress(conn: &mut PgConnection) -> sqlx::Result<Progress> {
 pub async fn oldest_settled_age_secs(conn: &mut PgConnection) -> sqlx::Result<Option<f64>> {
     sqlx::query_scalar!(
         r#"select extract(epoch from now() - min(settled_at))::float8 as "age"
-           from settled_workflow"#
+           from workflow where settled_at is not null"#
     )
     .fetch_one(conn)
     .await

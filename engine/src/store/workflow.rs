@@ -61,8 +61,9 @@ pub async fn insert_unless_exists(
 ) -> sqlx::Result<Option<(WorkflowState, i64)>> {
     let inserted = sqlx::query!(
         r#"insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest,
-                                 state, revision)
-           select $1, $2, $3, $4, $5, $6, st, $9::bigint + (st <> 'pending')::int
+                                 state, revision, settled_at)
+           select $1, $2, $3, $4, $5, $6, st, $9::bigint + (st <> 'pending')::int,
+                  case when st in ('completed', 'cancelled') then now() end
            from workflow_state_from(false, false, $7, $8) st
            on conflict (creation_key) do nothing
            returning state as "state: WorkflowState", revision"#,
@@ -122,7 +123,9 @@ pub async fn set_state(
     state: WorkflowState,
 ) -> sqlx::Result<i64> {
     sqlx::query_scalar!(
-        r#"update workflow set state = $2, revision = revision + 1, updated_at = now()
+        r#"update workflow set state = $2, revision = revision + 1, updated_at = now(),
+                  settled_at = case when $2::workflow_state in ('completed', 'cancelled')
+                                    then coalesce(settled_at, now()) end
            where id = $1 returning revision"#,
         id,
         state as WorkflowState,

@@ -22,8 +22,7 @@ pub(crate) fn archiver(pool: &PgPool, dir: &Path, policy: Policy) -> Archiver {
 /// Moves `workflow`'s settling, and its requests' sending, `days` into the past.
 pub(crate) async fn age(pool: &PgPool, workflow: Uuid, days: i32) {
     sqlx::query(
-        "update settled_workflow set settled_at = settled_at - make_interval(days => $2)
-         where workflow_id = $1",
+        "update workflow set settled_at = settled_at - make_interval(days => $2) where id = $1",
     )
     .bind(workflow)
     .bind(days)

@@ -38,8 +38,8 @@ async fn settled_history(pool: &PgPool) {
             .unwrap();
     }
     for sql in [
-        "insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest, state)
-         select gen_random_uuid(), 'k-' || i, 'document_delivery', 1, '{}', 'sha256:' || repeat('0', 64), 'completed'
+        "insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest, state, settled_at)
+         select gen_random_uuid(), 'k-' || i, 'document_delivery', 1, '{}', 'sha256:' || repeat('0', 64), 'completed', now()
          from generate_series(1, 600) i",
         "insert into step (id, workflow_id, logical, definition_version, kind, adapter, state, output, receipt_id)
          select gen_random_uuid(), w.id, l.logical, 1, l.kind::step_kind,

@@ -509,7 +509,7 @@ async fn an_archived_workflow_answers_from_its_record_and_its_creation_key_start
     engine::recovery::cancel::cancel_workflow(&pool, &approver, id, "customer withdrew")
         .await
         .unwrap();
-    sqlx::query("update settled_workflow set settled_at = now() - interval '31 days' where workflow_id = $1")
+    sqlx::query("update workflow set settled_at = now() - interval '31 days' where id = $1")
         .bind(id)
         .execute(&pool)
         .await

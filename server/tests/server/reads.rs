@@ -45,8 +45,8 @@ fn statements(source: &str) -> Vec<String> {
 /// a few steps still waiting, and fresh statistics.
 async fn thousands_of_finished_workflows(pool: &PgPool) {
     for sql in [
-        "insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest, state)
-         select gen_random_uuid(), 'k-' || i, 'document_delivery', 1, '{}', 'sha256:' || repeat('0', 64), 'completed'
+        "insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest, state, settled_at)
+         select gen_random_uuid(), 'k-' || i, 'document_delivery', 1, '{}', 'sha256:' || repeat('0', 64), 'completed', now()
          from generate_series(1, 20000) i",
         "insert into step (id, workflow_id, logical, definition_version, kind, state, output)
          select gen_random_uuid(), id, (array['prepare', 'deliver', 'notify'])[1 + abs(hashtext(creation_key)) % 3],

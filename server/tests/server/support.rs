@@ -88,8 +88,9 @@ pub mod fixture {
 
         pub async fn insert(self) {
             sqlx::query(
-                "insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest, state)
-                 values (gen_random_uuid(), $1, 'document_delivery', 1, '{}', 'sha256:' || repeat('0', 64), $2::workflow_state)",
+                "insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest, state, settled_at)
+                 values (gen_random_uuid(), $1, 'document_delivery', 1, '{}', 'sha256:' || repeat('0', 64), $2::workflow_state,
+                         case when $2::workflow_state in ('completed', 'cancelled') then now() end)",
             )
             .bind(&self.creation_key)
             .bind(self.state)

@@ -64,9 +64,9 @@ pub(super) async fn load_aged(
 }
 
 /// The load, statement by statement; each binds the range `from..to` as `$1` and `$2`.
-const STATEMENTS: [&str; 12] = [
+const STATEMENTS: [&str; 11] = [
     // Workflows: needs_review for the 1 % unknown and the 0.1 % duplicates.
-    r#"insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest, state, revision, created_at, updated_at)
+    r#"insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest, state, revision, created_at, updated_at, settled_at)
            select md5('w' || n)::uuid, 'bench-c-' || n, 'document_delivery', 2,
                   jsonb_build_object('adapter', 'bench-' || (array['idempotent','queryable','opaque'])[n % 3 + 1],
                                      'notify_adapter', 'bench-' || (array['idempotent','queryable','opaque'])[n % 3 + 1],
@@ -74,17 +74,12 @@ const STATEMENTS: [&str; 12] = [
                                      'document', jsonb_build_object('title', 'Document ' || n, 'body', 'benchmark')),
                   'sha256:' || encode(sha256(('w' || n)::bytea), 'hex'),
                   case when n % 100 = 7 or n % 1000 = 3 then 'needs_review' else 'completed' end::workflow_state,
-                  6, at.t, at.t
+                  6, at.t, at.t, case when not (n % 100 = 7 or n % 1000 = 3) then at.t end
            from generate_series($1::bigint, $2::bigint - 1) n,
                 lateral (select coalesce(
                     now() - make_interval(days => nullif(current_setting('z29c.bench_age_days', true), '')::int,
                                           mins => (n % 1440)::int),
                     now() - make_interval(mins => (n % 20000)::int)) as t) at"#,
-    // When the settled ones settled (the trigger that notes it is off for the load).
-    r#"insert into settled_workflow (workflow_id, settled_at)
-           select id, updated_at from workflow
-           where id in (select md5('w' || n)::uuid from generate_series($1::bigint, $2::bigint - 1) n)
-             and state in ('completed', 'cancelled')"#,
     // Steps: render (pure), deliver, notify.
     r#"insert into step (id, workflow_id, logical, definition_version, kind, adapter, state, depends_on, required_fields,
                              output, receipt_id, request_key, attempt_count, unknown_since, run_after, created_at, updated_at)
