@@ -90,20 +90,30 @@ pub(crate) mod session {
         session.insert(OPERATOR, operator).await.map_err(internal)?;
         let now = chrono::Utc::now().timestamp();
         session.insert(SIGNED_IN_AT, now).await.map_err(internal)?;
-        session.remove::<String>(CSRF).await.map_err(internal)?;
+        // A new token for the new sign-in, made here rather than on first use: a page's parts
+        // ask for it at once, and each would make its own (docs/DESIGN.md §15, "Sessions").
+        session
+            .insert(CSRF, new_csrf_token())
+            .await
+            .map_err(internal)?;
         Ok(())
     }
 
-    /// The session's CSRF token, created on first use (pages call it once signed in).
+    fn new_csrf_token() -> String {
+        format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        )
+    }
+
+    /// The session's CSRF token, made at sign-in (or on first use by a session signed in
+    /// before tokens were made there).
     pub async fn csrf_token(session: &Session) -> Result<String, ConsoleError> {
         if let Some(token) = session.get::<String>(CSRF).await.map_err(internal)? {
             return Ok(token);
         }
-        let token = format!(
-            "{}{}",
-            uuid::Uuid::new_v4().simple(),
-            uuid::Uuid::new_v4().simple()
-        );
+        let token = new_csrf_token();
         session.insert(CSRF, &token).await.map_err(internal)?;
         Ok(token)
     }

@@ -375,3 +375,47 @@ async fn the_sign_in_page_shows_only_the_servers_own_refusals_whatever_a_link_ca
         "{shown}"
     );
 }
+
+/// Every `name="csrf"` input's value in `html`, in order.
+fn csrf_values(html: &str) -> Vec<String> {
+    html.match_indices(r#"name="csrf""#)
+        .map(|(at, _)| {
+            let start = html[..at].rfind('<').unwrap();
+            let end = at + html[at..].find('>').unwrap();
+            let value = html[start..end].split(r#"value=""#).nth(1).unwrap();
+            value[..value.find('"').unwrap()].to_owned()
+        })
+        .collect()
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn the_first_page_after_signing_in_carries_one_token_in_every_form_and_each_is_accepted(
+    pool: PgPool,
+) {
+    // The header's sign-out form and the page's own forms ask for the token at once; a token
+    // made on first use by each of them would leave forms carrying one the session lost.
+    let step = step_under_review(&pool).await;
+    for round in 0..40 {
+        let mut olga = signed_in_as(&pool, &format!("olga-{round}"), Role::Operator).await;
+        let path = if round % 2 == 0 {
+            format!("/steps/{step}")
+        } else {
+            "/workflows".to_owned()
+        };
+        let (status, page) = olga.get(&path).await;
+        assert_eq!(status, StatusCode::OK);
+        let tokens = csrf_values(&page);
+        assert!(
+            tokens.len() >= 2,
+            "the header's form and the page's: {tokens:?}"
+        );
+        assert!(tokens.iter().all(|t| *t == tokens[0]), "{tokens:?}");
+        let (status, body) = olga
+            .post(&form_action(&page, "sign_out"), &[("csrf", &tokens[0])])
+            .await;
+        assert!(
+            status.is_success() || status.is_redirection(),
+            "the token the page carries is the session's: {status} {body}"
+        );
+    }
+}
