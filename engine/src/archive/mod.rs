@@ -411,6 +411,7 @@ impl Archived {
             updated_at: t.settled_at,
             paused: None,
             archived_at: Some(t.archived_at),
+            archive_copy_at: None,
             steps,
         }
     }

@@ -182,13 +182,13 @@ pub async fn copy_of(
     dir: &ArchiveDir,
     id: Uuid,
 ) -> Result<Option<Archived>, ArchiveError> {
-    let Some((file, offset, length)) = store::copy_place(pool, id).await? else {
+    let Some(noted) = store::copy_place(pool, id).await? else {
         return Ok(None);
     };
     let place = Placed {
-        file,
-        offset: u64::try_from(offset).unwrap_or_default(),
-        length: u64::try_from(length).unwrap_or_default(),
+        file: noted.archive_file,
+        offset: u64::try_from(noted.member_offset).unwrap_or_default(),
+        length: u64::try_from(noted.member_length).unwrap_or_default(),
     };
     let mut record = read_record(dir, place.clone(), id).await?;
     let tombstone =

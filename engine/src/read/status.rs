@@ -46,6 +46,10 @@ pub struct WorkflowStatus {
     pub paused: Option<WorkflowPause>,
     /// When it left the hot tables for the archive (docs/DESIGN.md §21); read back from there.
     pub archived_at: Option<DateTime<Utc>>,
+    /// For a workflow in the hot tables: when the archive wrote the copy of it that reconciling
+    /// after a restore noted (docs/DESIGN.md §21, "After a restore"); `z29c archive show ID`
+    /// prints it. The API fills it in; other readers leave it out.
+    pub archive_copy_at: Option<DateTime<Utc>>,
     pub steps: Vec<StepStatus>,
 }
 
@@ -89,6 +93,7 @@ pub async fn project_on(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
         updated_at: workflow.updated_at,
         paused: crate::store::pause::of(&mut *conn, id).await?,
         archived_at: None,
+        archive_copy_at: None,
         steps,
     }))
 }

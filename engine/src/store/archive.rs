@@ -414,17 +414,27 @@ pub async fn note_copies(conn: &mut PgConnection, copies: &[&Tombstone]) -> sqlx
     Ok(())
 }
 
-/// Where the archive keeps a later copy of hot workflow `id`, if reconciling noted one: (file,
-/// offset, length).
-pub async fn copy_place<'e, E>(executor: E, id: Uuid) -> sqlx::Result<Option<(String, i64, i64)>>
+/// Where the archive keeps a copy of hot workflow `id`, if reconciling noted one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyPlace {
+    pub archived_at: DateTime<Utc>,
+    pub archive_file: String,
+    pub member_offset: i64,
+    pub member_length: i64,
+}
+
+/// Where the archive keeps a copy of hot workflow `id`, if reconciling noted one.
+pub async fn copy_place<'e, E>(executor: E, id: Uuid) -> sqlx::Result<Option<CopyPlace>>
 where
     E: sqlx::Executor<'e, Database = sqlx::Postgres>,
 {
-    let row = sqlx::query!(
-        "select archive_file, member_offset, member_length from archived_copy where workflow_id = $1",
+    sqlx::query_as!(
+        CopyPlace,
+        r#"select archived_at as "archived_at: DateTime<Utc>", archive_file, member_offset,
+                  member_length
+           from archived_copy where workflow_id = $1"#,
         id
     )
     .fetch_optional(executor)
-    .await?;
-    Ok(row.map(|r| (r.archive_file, r.member_offset, r.member_length)))
+    .await
 }

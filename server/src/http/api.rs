@@ -247,7 +247,10 @@ async fn project(
     archive: &ArchiveDir,
     id: Uuid,
 ) -> Result<Option<engine::read::status::WorkflowStatus>, ApiError> {
-    if let Some(status) = engine::read::status::project(pool, id).await? {
+    if let Some(mut status) = engine::read::status::project(pool, id).await? {
+        status.archive_copy_at = engine::store::archive::copy_place(pool, id)
+            .await?
+            .map(|noted| noted.archived_at);
         return Ok(Some(status));
     }
     match engine::archive::show(pool, archive, id).await {

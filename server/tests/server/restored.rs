@@ -11,6 +11,7 @@ use sqlx::PgPool;
 use tower::ServiceExt;
 use uuid::Uuid;
 
+use crate::api::{call, token};
 use crate::console::{signed_in, step_under_review};
 
 /// What the console at `archive` answers `cookie`'s session for `path`.
@@ -72,6 +73,11 @@ async fn a_workflow_back_hot_after_a_restore_shows_the_archives_copy_on_its_page
             "no copy is shown before reconciling noted it: {path}"
         );
     }
+    let dashboard = token(&pool, "dashboard", Role::Viewer, None).await;
+    let api = format!("/api/v1/workflows/{workflow}");
+    let (status, read) = call(&pool, "GET", &api, Some(&dashboard), None).await;
+    assert_eq!(status, StatusCode::OK, "{read}");
+    assert!(read["archive_copy_at"].is_null(), "{read}");
 
     let reconciled = reconcile(&pool, &archive).await.unwrap();
     assert_eq!(reconciled.hot_again, vec![workflow]);
@@ -84,6 +90,11 @@ async fn a_workflow_back_hot_after_a_restore_shows_the_archives_copy_on_its_page
     assert!(
         shown.contains(r#"data-testid="evidence""#),
         "its evidence, read back from the archive"
+    );
+    let (_, read) = call(&pool, "GET", &api, Some(&dashboard), None).await;
+    assert!(
+        read["archive_copy_at"].is_string() && read["archived_at"].is_null(),
+        "the API says the copy is there, of a workflow still hot: {read}"
     );
     let step_shown = page(&pool, &archive, &cookie, &step_page).await;
     assert!(
