@@ -46,16 +46,24 @@ pub(super) const ARCHIVE_WRITE: &str = "after_archive_write";
 /// Reached when the restored database, which never saw them, has each one's tombstone again.
 pub(super) const RESTORE_ARCHIVED: &str = "restore_after_archiving";
 
+/// A backup taken while calls are in flight; the live system finishing and its workflows
+/// archived; the backup restored and checked with the archive. The restore rewinds steps the
+/// live system finished, and their workflows are hot again with the archive's copy of each noted
+/// (docs/DESIGN.md §21, "After a restore"). Reached when a rewound step's receipt, which the
+/// restored database lacks, is in its workflow's copy.
+pub(super) const RESTORE_MID_FLIGHT_ARCHIVED: &str = "restore_mid_flight_after_archiving";
+
 /// Where a scenario's archiver writes.
 pub(super) fn archive_dir(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("{name}-archive"))
 }
 
 /// The named scenarios beyond the fault points and the timing sweep.
-pub(super) const NAMED: [&str; 5] = [
+pub(super) const NAMED: [&str; 6] = [
     DATABASE_RESTART,
     RESTORE,
     RESTORE_ARCHIVED,
+    RESTORE_MID_FLIGHT_ARCHIVED,
     RECOVERED_BY_V2,
     SEEDS_DUPLICATE,
 ];
@@ -122,6 +130,11 @@ impl Stage<'_> {
             RESTORE_ARCHIVED => {
                 let (reached, answered) = self.restore_after_archiving(workflows).await?;
                 violations.extend(answered);
+                reached
+            }
+            RESTORE_MID_FLIGHT_ARCHIVED => {
+                let (reached, unshown) = self.restore_mid_flight_after_archiving().await?;
+                violations.extend(unshown);
                 reached
             }
             ARCHIVE_WRITE => self.archive_killed().await?,
@@ -281,6 +294,44 @@ impl Stage<'_> {
         Ok((tombstones == i64::try_from(workflows.len())?, started))
     }
 
+    /// A backup taken while calls are in flight, the live system finishing and its workflows
+    /// archived, then the backup restored and checked with the archive. Reached when a step the
+    /// restore rewound has its receipt in the archive's copy of its workflow; says which rewound
+    /// steps of archived workflows have no copy noted, or a settled copy without their receipt.
+    async fn restore_mid_flight_after_archiving(&mut self) -> anyhow::Result<(bool, Vec<String>)> {
+        let url = self.url.clone();
+        delay_deliveries(&self.running.main, 300, self.workflows * 2)?;
+        let (mut child, _) =
+            worker_until_first_delivery(&url, self.rule, &self.running.main).await?;
+        let backup = backup(self.db, &url).await?;
+        until_settled(&mut child, Some(&self.pool), Duration::from_secs(60)).await?;
+        stop(&mut child).await;
+        let dir = self.delivered_to_archive().await?;
+        run_archiver(&url, &dir, None).await?;
+        let archived: Vec<Uuid> = sqlx::query_scalar("select id from archived_workflow")
+            .fetch_all(&self.pool)
+            .await?;
+        self.restore(&backup).await?;
+        self.check_before_resume(Some(&dir)).await?;
+        let rewound: Vec<(Uuid, Uuid)> = sqlx::query_as(
+            "select id, workflow_id from step where kind <> 'pure' and state <> 'succeeded'
+             and workflow_id = any($1)",
+        )
+        .bind(&archived)
+        .fetch_all(&self.pool)
+        .await?;
+        let archive = engine::archive::ArchiveDir::at(&dir);
+        let (mut shown, mut unshown) = (0, Vec::new());
+        for (step, workflow) in rewound {
+            match receipt_in_copy(&self.pool, &archive, step, workflow).await? {
+                Ok(true) => shown += 1,
+                Ok(false) => {}
+                Err(why) => unshown.push(why),
+            }
+        }
+        Ok((shown > 0, unshown))
+    }
+
     /// Every delivery made without faults and its events published, so every workflow may
     /// leave; returns the scenario's archive directory, emptied.
     async fn delivered_to_archive(&self) -> anyhow::Result<std::path::PathBuf> {
@@ -382,4 +433,33 @@ impl Stage<'_> {
             run_worker(url, Some(point), rule, Duration::from_secs(30), None).await
         }
     }
+}
+
+/// Whether the archive's noted copy of `workflow` holds `step`'s receipt (false when the copy's
+/// step did not succeed either); an error naming what is missing when no copy is noted, or when
+/// the copy's step succeeded without its receipt.
+async fn receipt_in_copy(
+    pool: &PgPool,
+    archive: &engine::archive::ArchiveDir,
+    step: Uuid,
+    workflow: Uuid,
+) -> anyhow::Result<Result<bool, String>> {
+    let Some(copy) = engine::archive::copy_of(pool, archive, workflow).await? else {
+        return Ok(Err(format!(
+            "step {step} of workflow {workflow}, archived after the backup, is back hot with no \
+             copy of it noted"
+        )));
+    };
+    let rows = |table: &str| copy.evidence[table].as_array().cloned().unwrap_or_default();
+    let id = step.to_string();
+    let succeeded = rows("steps")
+        .iter()
+        .any(|s| s["id"] == id.as_str() && s["state"] == "succeeded");
+    let receipted = rows("receipts").iter().any(|r| r["step_id"] == id.as_str());
+    Ok(match (succeeded, receipted) {
+        (true, false) => Err(format!(
+            "the archive's copy of workflow {workflow} has step {step} succeeded without its receipt"
+        )),
+        (_, receipted) => Ok(receipted),
+    })
 }

@@ -11,7 +11,8 @@ use uuid::Uuid;
 
 use super::fault_points::{
     AFTER_ACCEPTANCE, ARCHIVE_WRITE, DATABASE_RESTART, NAMED, RECOVERED_BY_V2, RESTORE,
-    RESTORE_ARCHIVED, SEEDS_DUPLICATE, Stage, TIMING, TIMINGS_MS, archive_dir, backup,
+    RESTORE_ARCHIVED, RESTORE_MID_FLIGHT_ARCHIVED, SEEDS_DUPLICATE, Stage, TIMING, TIMINGS_MS,
+    archive_dir, backup,
 };
 use super::judge::judge;
 use super::processes::run_worker;
@@ -229,7 +230,7 @@ fn what_happened(point: &str) -> &'static str {
     match point {
         p if p.starts_with(TIMING) => "timed",
         DATABASE_RESTART => "restarted",
-        RESTORE | RESTORE_ARCHIVED => "restored",
+        RESTORE | RESTORE_ARCHIVED | RESTORE_MID_FLIGHT_ARCHIVED => "restored",
         SEEDS_DUPLICATE => "late",
         _ => "killed",
     }
@@ -252,7 +253,9 @@ async fn run_one(
         "during_compensation_acceptance" => target.has_withdrawal(),
         RECOVERED_BY_V2 => target.has_v2(),
         // A provider that keeps keys for a day keeps its workflows hot as long.
-        ARCHIVE_WRITE | RESTORE_ARCHIVED => !kind.starts_with("payments"),
+        ARCHIVE_WRITE | RESTORE_ARCHIVED | RESTORE_MID_FLIGHT_ARCHIVED => {
+            !kind.starts_with("payments")
+        }
         _ => true,
     };
     if !applicable {
