@@ -238,15 +238,7 @@ impl Stage<'_> {
     /// A backup taken mid-run, the live system finishing, the backup restored over it, then
     /// `z29c check --before-resume`; reached when the restore rewound finished steps.
     async fn restore_from_backup(&mut self) -> anyhow::Result<bool> {
-        let url = self.url.clone();
-        delay_deliveries(&self.running.main, 300, self.workflows * 2)?;
-        let (mut child, _) =
-            worker_until_first_delivery(&url, self.rule, &self.running.main).await?;
-        // The backup, taken while the live system works on.
-        let backup = backup(self.db, &url).await?;
-        // The live system finishes everything it can, then stops: the destination keeps it all.
-        until_settled(&mut child, Some(&self.pool), Duration::from_secs(60)).await?;
-        stop(&mut child).await;
+        let backup = self.backup_mid_flight().await?;
         self.restore(&backup).await?;
         // The restore rewound steps the live system had finished.
         let rewound: i64 = sqlx::query_scalar(
@@ -299,15 +291,9 @@ impl Stage<'_> {
     /// restore rewound has its receipt in the archive's copy of its workflow; says which rewound
     /// steps of archived workflows have no copy noted, or a settled copy without their receipt.
     async fn restore_mid_flight_after_archiving(&mut self) -> anyhow::Result<(bool, Vec<String>)> {
-        let url = self.url.clone();
-        delay_deliveries(&self.running.main, 300, self.workflows * 2)?;
-        let (mut child, _) =
-            worker_until_first_delivery(&url, self.rule, &self.running.main).await?;
-        let backup = backup(self.db, &url).await?;
-        until_settled(&mut child, Some(&self.pool), Duration::from_secs(60)).await?;
-        stop(&mut child).await;
+        let backup = self.backup_mid_flight().await?;
         let dir = self.delivered_to_archive().await?;
-        run_archiver(&url, &dir, None).await?;
+        run_archiver(&self.url, &dir, None).await?;
         let archived: Vec<Uuid> = sqlx::query_scalar("select id from archived_workflow")
             .fetch_all(&self.pool)
             .await?;
@@ -330,6 +316,18 @@ impl Stage<'_> {
             }
         }
         Ok((shown > 0, unshown))
+    }
+
+    /// A backup taken while calls are in flight; then the live system finishes everything it
+    /// can and stops, and the destination keeps it all.
+    async fn backup_mid_flight(&self) -> anyhow::Result<Backup> {
+        delay_deliveries(&self.running.main, 300, self.workflows * 2)?;
+        let (mut child, _) =
+            worker_until_first_delivery(&self.url, self.rule, &self.running.main).await?;
+        let backup = backup(self.db, &self.url).await?;
+        until_settled(&mut child, Some(&self.pool), Duration::from_secs(60)).await?;
+        stop(&mut child).await;
+        Ok(backup)
     }
 
     /// Every delivery made without faults and its events published, so every workflow may
