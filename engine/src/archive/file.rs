@@ -53,6 +53,17 @@ pub struct Placed {
     pub length: u64,
 }
 
+impl Placed {
+    /// The place a tombstone or a copy's note keeps, whose offsets PostgreSQL stores signed.
+    pub fn stored(file: String, offset: i64, length: i64) -> Placed {
+        Placed {
+            file,
+            offset: u64::try_from(offset).unwrap_or_default(),
+            length: u64::try_from(length).unwrap_or_default(),
+        }
+    }
+}
+
 /// What `verify` found wrong with one day file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {

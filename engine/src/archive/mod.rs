@@ -342,11 +342,11 @@ pub async fn show(
     let Some(tombstone) = store::tombstone(pool, Some(id), None).await? else {
         return Ok(None);
     };
-    let place = Placed {
-        file: tombstone.archive_file.clone(),
-        offset: u64::try_from(tombstone.member_offset).unwrap_or_default(),
-        length: u64::try_from(tombstone.member_length).unwrap_or_default(),
-    };
+    let place = Placed::stored(
+        tombstone.archive_file.clone(),
+        tombstone.member_offset,
+        tombstone.member_length,
+    );
     let mut record = read_record(dir, place, id).await?;
     Ok(Some(Archived {
         tombstone,

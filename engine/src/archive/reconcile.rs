@@ -185,11 +185,7 @@ pub async fn copy_of(
     let Some(noted) = store::copy_place(pool, id).await? else {
         return Ok(None);
     };
-    let place = Placed {
-        file: noted.archive_file,
-        offset: u64::try_from(noted.member_offset).unwrap_or_default(),
-        length: u64::try_from(noted.member_length).unwrap_or_default(),
-    };
+    let place = Placed::stored(noted.archive_file, noted.member_offset, noted.member_length);
     let mut record = read_record(dir, place.clone(), id).await?;
     let tombstone =
         tombstone(&record, &place).ok_or(ArchiveError::Unreadable(place.file, place.offset))?;
