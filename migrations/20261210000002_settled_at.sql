@@ -26,6 +26,13 @@ end
 $$;
 
 alter table workflow add column settled_at timestamptz;
+-- The `settled_at` of a workflow whose state becomes `next`, `since` its value before: kept
+-- while it stays settled, now when it settles, none while it is not. Every statement that sets
+-- a workflow's state sets `settled_at` through it (PostgreSQL inlines it).
+create function workflow_settled_at(next workflow_state, since timestamptz) returns timestamptz
+language sql stable as $$
+    select case when next in ('completed', 'cancelled') then coalesce(since, now()) end
+$$;
 update workflow w set settled_at = coalesce(
         (select s.settled_at from settled_workflow s where s.workflow_id = w.id), w.updated_at)
 where w.state in ('completed', 'cancelled');

@@ -183,8 +183,7 @@ pub async fn announce(
                      union all select event_id, workflow_id, kind, payload, ord from changes) a
            ), bumped as (
                update workflow w set revision = w.revision + c.n, state = d.next, updated_at = now(),
-                      settled_at = case when d.next in ('completed', 'cancelled')
-                                        then coalesce(w.settled_at, now()) end
+                      settled_at = workflow_settled_at(d.next, w.settled_at)
                from (select workflow_id, max(n) as n from numbered group by workflow_id) c
                     join derived d on d.id = c.workflow_id
                where w.id = c.workflow_id

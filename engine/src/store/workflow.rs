@@ -63,7 +63,7 @@ pub async fn insert_unless_exists(
         r#"insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest,
                                  state, revision, settled_at)
            select $1, $2, $3, $4, $5, $6, st, $9::bigint + (st <> 'pending')::int,
-                  case when st in ('completed', 'cancelled') then now() end
+                  workflow_settled_at(st, null)
            from workflow_state_from(false, false, $7, $8) st
            on conflict (creation_key) do nothing
            returning state as "state: WorkflowState", revision"#,
@@ -124,8 +124,7 @@ pub async fn set_state(
 ) -> sqlx::Result<i64> {
     sqlx::query_scalar!(
         r#"update workflow set state = $2, revision = revision + 1, updated_at = now(),
-                  settled_at = case when $2::workflow_state in ('completed', 'cancelled')
-                                    then coalesce(settled_at, now()) end
+                  settled_at = workflow_settled_at($2, settled_at)
            where id = $1 returning revision"#,
         id,
         state as WorkflowState,
