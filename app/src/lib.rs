@@ -20,6 +20,7 @@ pub mod live;
 pub mod notes;
 pub mod overview;
 pub mod review;
+mod scripts;
 mod shell;
 pub mod steps;
 pub mod workflow_list;

@@ -13,26 +13,21 @@ use crate::incidents::components::IncidentPage;
 use crate::incidents::list::IncidentListPage;
 use crate::overview::components::OverviewPage;
 use crate::review::components::ReviewQueuePage;
+use crate::scripts::PageScripts;
 use crate::steps::components::StepPage;
 use crate::workflow_list::components::WorkflowListPage;
 use crate::workflows::components::{StatusPage, WorkflowPage};
 
-/// The whole HTML document, rendered on the server around [`App`]. On a page that can hold an
-/// island the scripts load the wasm that hydrates it (`islands=true`), under the response's
-/// nonce; any other page loads no wasm, and one line of script says it is live once parsed, as
-/// the wasm would have (docs/DESIGN.md §18).
+/// The whole HTML document, rendered on the server around [`App`]. A page's scripts are
+/// [`PageScripts`]: in the `<head>`, chosen from the request's path, except on a step's page,
+/// which renders them itself once it knows whether it holds a form (docs/DESIGN.md §18).
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     #[cfg(feature = "ssr")]
     content_security_policy();
-    let scripts = if asked_for_islands() {
-        #[cfg(feature = "ssr")]
-        let preloads = island_preloads(&options);
-        #[cfg(not(feature = "ssr"))]
-        let preloads = ();
-        view! { <HydrationScripts options=options.clone() islands=true /> {preloads} }.into_any()
-    } else {
-        view! { <script nonce=leptos::nonce::use_nonce() inner_html=live_without_wasm()></script> }
-            .into_any()
+    provide_context(options.clone());
+    let scripts = match scripts_by_path() {
+        Scripts::ByPath(island) => Some(view! { <PageScripts island /> }),
+        Scripts::ByPage => None,
     };
     view! {
         <!DOCTYPE html>
@@ -53,74 +48,37 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     }
 }
 
-/// The island a page at `path` can hold (`#[island]`), by its component's name in snake case,
-/// which the split wasm's manifest uses: the overview's live counts, a step's action forms and a
-/// bulk run's progress. A page elsewhere that held one would stay inert, so
-/// `islands::only_the_pages_that_hold_islands_load_the_wasm` renders both kinds.
-#[cfg(feature = "ssr")]
-fn island_of(path: &str) -> Option<&'static str> {
-    if path == "/overview" {
-        Some("live_overview")
-    } else if path.starts_with("/steps/") {
-        Some("step_action_form")
-    } else if path.starts_with("/bulk/") {
-        Some("live_progress")
-    } else {
-        None
-    }
+/// Who chooses a page's scripts.
+enum Scripts {
+    /// The shell, from the path alone: the island a page there can hold, if any.
+    ByPath(Option<&'static str>),
+    /// The page, at the end of its body, once its data says whether it holds an island. Only a
+    /// server knows the path that asks for it.
+    #[cfg_attr(not(feature = "ssr"), allow(dead_code))]
+    ByPage,
 }
 
-#[cfg(feature = "ssr")]
-fn holds_islands(path: &str) -> bool {
-    island_of(path).is_some()
-}
-
-/// Links that fetch, beside the main wasm, the split wasm's loader and the chunks of the island
-/// this page can hold; the main module would otherwise ask for them only once it runs, a second
-/// round of fetches before the page is live (docs/DESIGN.md §18).
-#[cfg(feature = "ssr")]
-fn island_preloads(options: &LeptosOptions) -> impl IntoView + use<> {
-    static SPLIT: std::sync::OnceLock<crate::assets::Split> = std::sync::OnceLock::new();
-    let split = SPLIT.get_or_init(|| crate::assets::Split::of(options));
-    let pkg = format!("/{}", options.site_pkg_dir);
-    let chunks = use_context::<http::request::Parts>()
-        .and_then(|parts| island_of(parts.uri.path()))
-        .and_then(|island| split.chunks.get(island))
-        .cloned()
-        .unwrap_or_default();
-    let loader = split.loader.as_ref().map(|loader| {
-        view! { <link rel="modulepreload" href=format!("{pkg}/{loader}") crossorigin="anonymous" /> }
-    });
-    let chunks = chunks
-        .into_iter()
-        .map(|chunk| {
-            view! {
-                <link rel="preload" href=format!("{pkg}/{chunk}") r#as="fetch" r#type="application/wasm" crossorigin="anonymous" />
-            }
-        })
-        .collect_view();
-    view! { {loader} {chunks} }
-}
-
-/// Whether the page being rendered can hold an island (yes where no request is known).
-fn asked_for_islands() -> bool {
+/// Whose choice this request's scripts are, by the island a page at its path can hold
+/// (`#[island]`, by its component's name in snake case, which the split wasm's manifest uses):
+/// the overview's live counts and a bulk run's progress are on every such page; a step's action
+/// forms only where the contract and the role permit an action. A page elsewhere that held an
+/// island would stay inert, so `islands::only_the_pages_that_hold_islands_load_the_wasm` renders
+/// every kind.
+fn scripts_by_path() -> Scripts {
     #[cfg(feature = "ssr")]
-    {
-        use_context::<http::request::Parts>().is_none_or(|parts| holds_islands(parts.uri.path()))
+    if let Some(parts) = use_context::<http::request::Parts>() {
+        let path = parts.uri.path();
+        return if path == "/overview" {
+            Scripts::ByPath(Some("live_overview"))
+        } else if path.starts_with("/steps/") {
+            Scripts::ByPage
+        } else if path.starts_with("/bulk/") {
+            Scripts::ByPath(Some("live_progress"))
+        } else {
+            Scripts::ByPath(None)
+        };
     }
-    #[cfg(not(feature = "ssr"))]
-    true
-}
-
-/// What [`crate::live`] does once the wasm has started on a page without islands, for a page
-/// that loads none: the body's `data-hydrated` and the performance mark, once parsed.
-fn live_without_wasm() -> String {
-    format!(
-        "document.addEventListener('DOMContentLoaded', () => {{ \
-         document.body.setAttribute('data-hydrated', 'true'); \
-         performance.mark('{}'); }});",
-        crate::live::HYDRATED_MARK
-    )
+    Scripts::ByPath(None)
 }
 
 /// The stylesheet's address (content-hashed in a cargo-leptos build; see [`crate::assets`]).

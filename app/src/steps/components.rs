@@ -11,6 +11,7 @@ use super::types::{ActionFormData, StepEvidence};
 use crate::error::ConsoleError;
 use crate::forms::KeptForm;
 use crate::notes::components::AddNoteForm;
+use crate::scripts::{PageScripts, STEP_FORM_ISLAND};
 
 /// `/steps/:id`: evidence at the top, what the contract permits below it.
 #[component]
@@ -24,20 +25,33 @@ pub fn StepPage() -> impl IntoView {
         <section class="page">
             <Suspense fallback=|| view! { <p>"Loading the evidence…"</p> }>
                 {move || Suspend::new(async move {
-                    match evidence.await {
-                        Ok(e) => view! { <Evidence e /> }.into_any(),
+                    // The wasm loads only where an action's form (the island) is drawn.
+                    let (page, island) = match evidence.await {
+                        Ok(e) => {
+                            let island = offers_a_form(&e.permitted).then_some(STEP_FORM_ISLAND);
+                            (view! { <Evidence e /> }.into_any(), island)
+                        }
                         Err(ConsoleError::SignIn { .. }) => {
-                            view! { <p><A href="/sign-in">"Sign in"</A>" to see this step."</p> }.into_any()
+                            (view! { <p><A href="/sign-in">"Sign in"</A>" to see this step."</p> }.into_any(), None)
                         }
                         Err(ConsoleError::NotFound) => {
-                            view! { <h1>"No such step"</h1> }.into_any()
+                            (view! { <h1>"No such step"</h1> }.into_any(), None)
                         }
-                        Err(error) => view! { <p class="error">{error.to_string()}</p> }.into_any(),
-                    }
+                        Err(error) => (view! { <p class="error">{error.to_string()}</p> }.into_any(), None),
+                    };
+                    view! { {page} <PageScripts island /> }
                 })}
             </Suspense>
         </section>
     }
+}
+
+/// Whether any of `permitted` is drawn as a form ([`StepActionForm`]): every action but the
+/// incident's resolution, which links to the incident's page.
+fn offers_a_form(permitted: &[OperatorAction]) -> bool {
+    permitted
+        .iter()
+        .any(|a| *a != OperatorAction::ResolveIncident)
 }
 
 #[component]

@@ -1,4 +1,5 @@
-//! Which pages load the wasm: those that hold an island, and no other (docs/DESIGN.md §18).
+//! Which pages load the wasm: those that hold an island, and no other (docs/DESIGN.md §18). A
+//! step's page holds one only where it draws an action's form.
 
 use engine::domain::Role;
 use http::StatusCode;
@@ -17,6 +18,10 @@ struct Page {
 async fn page(browser: &mut Browser, path: &str) -> Page {
     let (status, html) = browser.get(path).await;
     assert_eq!(status, StatusCode::OK, "{path}: {html}");
+    scripts_of(&html)
+}
+
+fn scripts_of(html: &str) -> Page {
     Page {
         islands: html.contains("<leptos-island"),
         wasm: html.contains(".wasm"),
@@ -60,4 +65,30 @@ async fn only_the_pages_that_hold_islands_load_the_wasm(pool: PgPool) {
     }
     let mut visitor = Browser::anonymous(&pool);
     assert_eq!(page(&mut visitor, "/sign-in").await, without, "/sign-in");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_step_page_that_offers_no_action_loads_no_wasm(pool: PgPool) {
+    let step = step_under_review(&pool).await;
+    let path = format!("/steps/{step}");
+    let mut viewer = signed_in(&pool, Role::Viewer).await;
+    let (_, html) = viewer.get(&path).await;
+    assert!(html.contains("data-testid=\"beyond-role\""), "{html}");
+    let without = Page {
+        islands: false,
+        wasm: false,
+        marked_live_without_wasm: true,
+    };
+    assert_eq!(page(&mut viewer, &path).await, without, "a viewer's {path}");
+    let (status, html) = viewer
+        .get(&format!("/steps/{}", uuid::Uuid::new_v4()))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{html}");
+    assert_eq!(scripts_of(&html), without, "no such step");
+    let mut approver = signed_in(&pool, Role::Approver).await;
+    let offered = page(&mut approver, &path).await;
+    assert!(
+        offered.islands && offered.wasm,
+        "an approver's {path}: {offered:?}"
+    );
 }

@@ -40,6 +40,10 @@ pub(super) async fn browser_pages(pool: &PgPool) -> anyhow::Result<Vec<BrowserPa
     )
     .fetch_one(pool)
     .await?;
+    let settled: uuid::Uuid =
+        sqlx::query_scalar("select id from step where state = 'succeeded' limit 1")
+            .fetch_one(pool)
+            .await?;
     let incident: uuid::Uuid =
         sqlx::query_scalar("select id from integrity_incident order by id limit 1")
             .fetch_one(pool)
@@ -52,6 +56,7 @@ pub(super) async fn browser_pages(pool: &PgPool) -> anyhow::Result<Vec<BrowserPa
     Ok(vec![
         page("review queue", "/".into()),
         page("step evidence", format!("/steps/{step}")),
+        page("settled step", format!("/steps/{settled}")),
         page("incident", format!("/incidents/{incident}")),
         page("workflow", format!("/workflows/{workflow}")),
         page("overview", "/overview".into()),
