@@ -3,7 +3,10 @@
 
 use leptos::prelude::*;
 
-/// The island a step's page holds when it offers an action form.
+/// The islands, by their components' names in snake case, which the split wasm's manifest uses:
+/// the overview's live counts, a bulk run's progress, and a step's action forms.
+pub const OVERVIEW_ISLAND: &str = "live_overview";
+pub const BULK_RUN_ISLAND: &str = "live_progress";
 pub const STEP_FORM_ISLAND: &str = "step_action_form";
 
 /// A page's scripts. With an `island`: Leptos's hydration script (`HydrationScripts

@@ -13,7 +13,7 @@ use crate::incidents::components::IncidentPage;
 use crate::incidents::list::IncidentListPage;
 use crate::overview::components::OverviewPage;
 use crate::review::components::ReviewQueuePage;
-use crate::scripts::PageScripts;
+use crate::scripts::{BULK_RUN_ISLAND, OVERVIEW_ISLAND, PageScripts};
 use crate::steps::components::StepPage;
 use crate::workflow_list::components::WorkflowListPage;
 use crate::workflows::components::{StatusPage, WorkflowPage};
@@ -52,28 +52,27 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 enum Scripts {
     /// The shell, from the path alone: the island a page there can hold, if any.
     ByPath(Option<&'static str>),
-    /// The page, at the end of its body, once its data says whether it holds an island. Only a
-    /// server knows the path that asks for it.
+    /// The page, at the end of its body, once its data says whether it holds an island (chosen
+    /// only on the server: the browser's build renders no document).
     #[cfg_attr(not(feature = "ssr"), allow(dead_code))]
     ByPage,
 }
 
-/// Whose choice this request's scripts are, by the island a page at its path can hold
-/// (`#[island]`, by its component's name in snake case, which the split wasm's manifest uses):
-/// the overview's live counts and a bulk run's progress are on every such page; a step's action
-/// forms only where the contract and the role permit an action. A page elsewhere that held an
-/// island would stay inert, so `islands::only_the_pages_that_hold_islands_load_the_wasm` renders
-/// every kind.
+/// Who chooses this request's scripts, by the island a page at its path can hold: the
+/// overview's live counts and a bulk run's progress are on every such page, a step's action forms
+/// only where the contract and the role permit an action. A page elsewhere that held an island
+/// would stay inert, so `islands::only_the_pages_that_hold_islands_load_the_wasm` renders every
+/// kind.
 fn scripts_by_path() -> Scripts {
     #[cfg(feature = "ssr")]
     if let Some(parts) = use_context::<http::request::Parts>() {
         let path = parts.uri.path();
         return if path == "/overview" {
-            Scripts::ByPath(Some("live_overview"))
+            Scripts::ByPath(Some(OVERVIEW_ISLAND))
         } else if path.starts_with("/steps/") {
             Scripts::ByPage
         } else if path.starts_with("/bulk/") {
-            Scripts::ByPath(Some("live_progress"))
+            Scripts::ByPath(Some(BULK_RUN_ISLAND))
         } else {
             Scripts::ByPath(None)
         };
