@@ -24,6 +24,12 @@ use crate::workflows::components::{StatusPage, WorkflowPage};
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     #[cfg(feature = "ssr")]
     content_security_policy();
+    // Only the islands hydrate, from the props each carries: nothing outside them is serialized
+    // for the browser. Leptos's hydration script says the same, but only where a page loads it,
+    // and only once it is rendered; every other page sent its data a second time, as JSON.
+    if let Some(context) = Owner::current_shared_context() {
+        context.set_is_hydrating(false);
+    }
     provide_context(options.clone());
     let scripts = match scripts_by_path() {
         Scripts::ByPath(island) => Some(view! { <PageScripts island /> }),
