@@ -25,8 +25,8 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     #[cfg(feature = "ssr")]
     content_security_policy();
     // Only the islands hydrate, from the props each carries: nothing outside them is serialized
-    // for the browser. Leptos's hydration script says the same, but only where a page loads it,
-    // and only once it is rendered; every other page sent its data a second time, as JSON.
+    // for the browser. Leptos's hydration script does the same, but only where a page loads it,
+    // and only for what renders after it; every other page sent its data a second time, as JSON.
     if let Some(context) = Owner::current_shared_context() {
         context.set_is_hydrating(false);
     }
@@ -58,8 +58,8 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 enum Scripts {
     /// The shell, from the path alone: the island a page there can hold, if any.
     ByPath(Option<&'static str>),
-    /// The page, at the end of its body, once its data says whether it holds an island (chosen
-    /// only on the server: the browser's build renders no document).
+    /// The page, in its body before its content, once its data says whether it holds an island
+    /// (chosen only on the server: the browser's build renders no document).
     #[cfg_attr(not(feature = "ssr"), allow(dead_code))]
     ByPage,
 }

@@ -25,8 +25,8 @@ pub fn StepPage() -> impl IntoView {
         <section class="page">
             <Suspense fallback=|| view! { <p>"Loading the evidence…"</p> }>
                 {move || Suspend::new(async move {
-                    // The wasm loads only where an action's form (the island) is drawn; its scripts come first,
-                    // so the browser asks for them before it parses the evidence.
+                    // The wasm loads only where an action's form (the island) is drawn; its
+                    // scripts come first, so the browser asks for them before the evidence.
                     let (page, island) = match evidence.await {
                         Ok(e) => {
                             let island = offers_a_form(&e.permitted).then_some(STEP_FORM_ISLAND);
