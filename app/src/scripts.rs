@@ -4,8 +4,11 @@
 use leptos::prelude::*;
 
 /// The islands, by their components' names in snake case, which the split wasm's manifest uses:
-/// the overview's live counts, a bulk run's progress, and a step's action forms.
+/// the overview's live counts, a bulk run's progress (both named by the server's shell only),
+/// and a step's action forms.
+#[cfg(feature = "ssr")]
 pub const OVERVIEW_ISLAND: &str = "live_overview";
+#[cfg(feature = "ssr")]
 pub const BULK_RUN_ISLAND: &str = "live_progress";
 pub const STEP_FORM_ISLAND: &str = "step_action_form";
 

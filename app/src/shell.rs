@@ -13,7 +13,7 @@ use crate::incidents::components::IncidentPage;
 use crate::incidents::list::IncidentListPage;
 use crate::overview::components::OverviewPage;
 use crate::review::components::ReviewQueuePage;
-use crate::scripts::{BULK_RUN_ISLAND, OVERVIEW_ISLAND, PageScripts};
+use crate::scripts::PageScripts;
 use crate::steps::components::StepPage;
 use crate::workflow_list::components::WorkflowListPage;
 use crate::workflows::components::{StatusPage, WorkflowPage};
@@ -72,6 +72,7 @@ enum Scripts {
 fn scripts_by_path() -> Scripts {
     #[cfg(feature = "ssr")]
     if let Some(parts) = use_context::<http::request::Parts>() {
+        use crate::scripts::{BULK_RUN_ISLAND, OVERVIEW_ISLAND};
         let path = parts.uri.path();
         return if path == "/overview" {
             Scripts::ByPath(Some(OVERVIEW_ISLAND))
