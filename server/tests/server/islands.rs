@@ -18,6 +18,22 @@ struct Page {
     resources_serialized: bool,
 }
 
+/// A page that holds an island: the wasm and nothing serialized outside the island.
+const WITH_ISLAND: Page = Page {
+    islands: true,
+    wasm: true,
+    marked_live_without_wasm: false,
+    resources_serialized: false,
+};
+
+/// A page that holds none: no wasm, the line that marks it live, and nothing serialized.
+const WITHOUT: Page = Page {
+    islands: false,
+    wasm: false,
+    marked_live_without_wasm: true,
+    resources_serialized: false,
+};
+
 async fn page(browser: &mut Browser, path: &str) -> Page {
     let (status, html) = browser.get(path).await;
     assert_eq!(status, StatusCode::OK, "{path}: {html}");
@@ -42,21 +58,9 @@ async fn only_the_pages_that_hold_islands_load_the_wasm(pool: PgPool) {
         .await
         .unwrap();
     let mut approver = signed_in(&pool, Role::Approver).await;
-    let with_islands = Page {
-        islands: true,
-        wasm: true,
-        marked_live_without_wasm: false,
-        resources_serialized: false,
-    };
     for path in ["/overview".to_owned(), format!("/steps/{step}")] {
-        assert_eq!(page(&mut approver, &path).await, with_islands, "{path}");
+        assert_eq!(page(&mut approver, &path).await, WITH_ISLAND, "{path}");
     }
-    let without = Page {
-        islands: false,
-        wasm: false,
-        marked_live_without_wasm: true,
-        resources_serialized: false,
-    };
     for path in [
         "/".to_owned(),
         format!("/?q={workflow}"),
@@ -67,10 +71,10 @@ async fn only_the_pages_that_hold_islands_load_the_wasm(pool: PgPool) {
         "/adapters".to_owned(),
         "/bulk".to_owned(),
     ] {
-        assert_eq!(page(&mut approver, &path).await, without, "{path}");
+        assert_eq!(page(&mut approver, &path).await, WITHOUT, "{path}");
     }
     let mut visitor = Browser::anonymous(&pool);
-    assert_eq!(page(&mut visitor, "/sign-in").await, without, "/sign-in");
+    assert_eq!(page(&mut visitor, "/sign-in").await, WITHOUT, "/sign-in");
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
@@ -80,28 +84,16 @@ async fn a_step_page_that_offers_no_action_loads_no_wasm(pool: PgPool) {
     let mut viewer = signed_in(&pool, Role::Viewer).await;
     let (_, html) = viewer.get(&path).await;
     assert!(html.contains("data-testid=\"beyond-role\""), "{html}");
-    let without = Page {
-        islands: false,
-        wasm: false,
-        marked_live_without_wasm: true,
-        resources_serialized: false,
-    };
-    assert_eq!(page(&mut viewer, &path).await, without, "a viewer's {path}");
+    assert_eq!(page(&mut viewer, &path).await, WITHOUT, "a viewer's {path}");
     let (status, html) = viewer
         .get(&format!("/steps/{}", uuid::Uuid::new_v4()))
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{html}");
-    assert_eq!(scripts_of(&html), without, "no such step");
+    assert_eq!(scripts_of(&html), WITHOUT, "no such step");
     let mut approver = signed_in(&pool, Role::Approver).await;
-    let with_form = Page {
-        islands: true,
-        wasm: true,
-        marked_live_without_wasm: false,
-        resources_serialized: false,
-    };
     assert_eq!(
         page(&mut approver, &path).await,
-        with_form,
+        WITH_ISLAND,
         "an approver's {path}"
     );
 }
