@@ -90,7 +90,7 @@ pub mod fixture {
             sqlx::query(
                 "insert into workflow (id, creation_key, definition_name, definition_version, input, input_digest, state, settled_at)
                  values (gen_random_uuid(), $1, 'document_delivery', 1, '{}', 'sha256:' || repeat('0', 64), $2::workflow_state,
-                         case when $2::workflow_state in ('completed', 'cancelled') then now() end)",
+                         workflow_settled_at($2::workflow_state, null))",
             )
             .bind(&self.creation_key)
             .bind(self.state)
