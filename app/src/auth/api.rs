@@ -21,6 +21,11 @@ pub(crate) mod session {
     pub const SIGNED_IN_AT: &str = "signed_in_at";
     /// How long a session lasts from sign-in, however active (the idle expiry is shorter).
     pub const SESSION_LIFETIME_HOURS: i64 = 12;
+    /// When a request last renewed the session's idle expiry (Unix seconds).
+    const SEEN_AT: &str = "seen_at";
+    /// A request renews the idle expiry when the last renewal is at least this old: a page view
+    /// writes the session at most once in this long (docs/DESIGN.md §15, "Sessions").
+    const SEEN_EVERY_SECS: i64 = 5 * 60;
 
     fn internal(error: impl std::fmt::Display) -> ConsoleError {
         tracing::error!(%error, "session store error");
@@ -65,6 +70,10 @@ pub(crate) mod session {
         match role {
             Some(role) => {
                 who.role = role;
+                let seen_at = session.get::<i64>(SEEN_AT).await.map_err(internal)?;
+                if seen_at.is_none_or(|at| now - at >= SEEN_EVERY_SECS) {
+                    session.insert(SEEN_AT, now).await.map_err(internal)?;
+                }
                 Ok(Some(who))
             }
             None => {
@@ -90,6 +99,7 @@ pub(crate) mod session {
         session.insert(OPERATOR, operator).await.map_err(internal)?;
         let now = chrono::Utc::now().timestamp();
         session.insert(SIGNED_IN_AT, now).await.map_err(internal)?;
+        session.insert(SEEN_AT, now).await.map_err(internal)?;
         // A new token for the new sign-in, made here rather than on first use: a page's parts
         // ask for it at once, and each would make its own (docs/DESIGN.md §15, "Sessions").
         session
@@ -159,8 +169,18 @@ pub(crate) mod session {
         session.insert(NOTICE, notice).await.map_err(internal)
     }
 
-    /// What the last action did, once.
+    /// What the last action did, once. Removed only when there is one: a removal marks the
+    /// session changed, and a changed session is written back when the page is answered, which
+    /// every view of a page with a notice slot would otherwise do (docs/DESIGN.md §15).
     pub async fn take_notice(session: &Session) -> Result<Option<String>, ConsoleError> {
+        if session
+            .get::<String>(NOTICE)
+            .await
+            .map_err(internal)?
+            .is_none()
+        {
+            return Ok(None);
+        }
         session.remove::<String>(NOTICE).await.map_err(internal)
     }
 

@@ -216,16 +216,17 @@ async fn a_session_older_than_its_lifetime_is_signed_out_however_active(pool: Pg
     let (action, _, csrf) = action_form(&mut ada, step).await;
 
     // As if ada had signed in 12 hours and a minute ago and stayed active since.
-    age_session(&pool, &ada, 12 * 60 * 60 + 60).await;
+    age_session(&pool, &ada, "signed_in_at", 12 * 60 * 60 + 60).await;
 
     let (status, body) = act(&mut ada, &action, step, &csrf).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
     assert_eq!(session_rows(&pool).await, 0);
 }
 
-/// Writes `signed_in_at`, seconds before now, into `browser`'s session, as if it had signed
-/// in that long ago and stayed active since.
-async fn age_session(pool: &PgPool, browser: &Browser, seconds: i64) {
+/// Writes the time `seconds` before now under `key` in `browser`'s session: `signed_in_at`, as
+/// if it had signed in that long ago and stayed active since; `seen_at`, as if its idle expiry
+/// had last been renewed then.
+async fn age_session(pool: &PgPool, browser: &Browser, key: &str, seconds: i64) {
     let cookie = browser.cookie.clone().unwrap();
     let id = tower_sessions::session::Id::from_str(cookie.split_once('=').unwrap().1).unwrap();
     let store = PostgresStore::new(pool.clone());
@@ -235,10 +236,61 @@ async fn age_session(pool: &PgPool, browser: &Browser, seconds: i64) {
         .unwrap()
         .as_secs() as i64;
     let then = now - seconds;
-    record
-        .data
-        .insert("signed_in_at".into(), serde_json::json!(then));
+    record.data.insert(key.into(), serde_json::json!(then));
     store.save(&record).await.unwrap();
+}
+
+/// The only session row's version (its `xmin`) and idle expiry: every write makes a new version.
+async fn session_row(pool: &PgPool) -> (String, chrono::DateTime<chrono::Utc>) {
+    sqlx::query_as("select xmin::text, expiry_date from tower_sessions.session")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn reading_pages_writes_the_session_only_to_renew_its_idle_expiry_once_in_five_minutes(
+    pool: PgPool,
+) {
+    let step = step_under_review(&pool).await;
+    let workflow: uuid::Uuid = sqlx::query_scalar("select workflow_id from step where id = $1")
+        .bind(step)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let mut ada = signed_in_as(&pool, "ada", Role::Approver).await;
+    let signed_in = session_row(&pool).await;
+    let (step_page, workflow_page) = (format!("/steps/{step}"), format!("/workflows/{workflow}"));
+    let pages = [
+        "/",
+        "/overview",
+        &step_page,
+        &workflow_page,
+        "/workflows",
+        "/incidents",
+        "/adapters",
+        "/audit",
+    ];
+    for page in pages {
+        let (status, body) = ada.get(page).await;
+        assert_eq!(status, StatusCode::OK, "{page}: {body}");
+        assert_eq!(
+            session_row(&pool).await,
+            signed_in,
+            "{page} wrote the session"
+        );
+    }
+
+    // As if the idle expiry had last been renewed five minutes ago: the next page renews it,
+    // and the one after it does not.
+    age_session(&pool, &ada, "seen_at", 5 * 60).await;
+    let aged = session_row(&pool).await;
+    ada.get(&step_page).await;
+    let renewed = session_row(&pool).await;
+    assert_ne!(renewed.0, aged.0, "the page renewed the idle expiry");
+    assert!(renewed.1 > aged.1, "{renewed:?} after {aged:?}");
+    ada.get("/workflows").await;
+    assert_eq!(session_row(&pool).await, renewed);
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
@@ -246,7 +298,7 @@ async fn a_password_reset_ends_the_sessions_signed_in_before_it(pool: PgPool) {
     let step = step_under_review(&pool).await;
     let mut ada = signed_in_as(&pool, "ada", Role::Approver).await;
     let (action, _, csrf) = action_form(&mut ada, step).await;
-    age_session(&pool, &ada, 60).await;
+    age_session(&pool, &ada, "signed_in_at", 60).await;
 
     engine::operators::reset_password(&pool, "ada", Actor::Engine("test"))
         .await
