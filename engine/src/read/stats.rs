@@ -25,11 +25,19 @@ pub struct OutcomeStats {
 /// Folds the state changes appended since the last fold into the counts, unless another reader
 /// is folding right now (then its fold serves both). The work is the number of changes since
 /// the last fold, whatever the number of workflows.
+///
+/// The fold commits without waiting for its WAL to reach disk: the pages that fold are reads,
+/// and must not queue behind the engine's commits for a write that changes no total. A crash
+/// that loses the fold loses all of it, deltas and counts together, and a later fold redoes it.
 pub async fn fold_counts(pool: &PgPool) -> sqlx::Result<()> {
     let mut tx = pool.begin().await?;
-    let mine = sqlx::query_scalar!(r#"select pg_try_advisory_xact_lock(2912160301) as "folding!""#)
-        .fetch_one(&mut *tx)
-        .await?;
+    let mine = sqlx::query!(
+        r#"select pg_try_advisory_xact_lock(2912160301) as "folding!",
+                  set_config('synchronous_commit', 'off', true) as "asynchronous!""#
+    )
+    .fetch_one(&mut *tx)
+    .await?
+    .folding;
     if !mine {
         return Ok(());
     }
