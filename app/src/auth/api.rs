@@ -4,6 +4,9 @@ use super::types::CurrentOperator;
 use crate::error::ConsoleError;
 
 #[cfg(feature = "ssr")]
+pub use session::Standing;
+
+#[cfg(feature = "ssr")]
 pub(crate) mod session {
     //! The session's contents: who is signed in, since when, and the CSRF token forms must echo.
     //! A visitor who has not signed in has no session row: their sign-in form carries a
@@ -48,11 +51,26 @@ pub(crate) mod session {
         leptos_axum::extract::<Session>().await.map_err(internal)
     }
 
-    /// The signed-in operator with the role their account has now, if any. Each call re-reads
-    /// the account by id: a disabled or removed account, one whose password was reset since
-    /// this sign-in, or a session older than [`SESSION_LIFETIME_HOURS`], is signed out here
-    /// (its session deleted).
+    /// Who a request is from, read once however many of its page's parts ask: the server
+    /// provides an empty one to each request.
+    #[derive(Clone, Default)]
+    pub struct Standing(std::sync::Arc<tokio::sync::OnceCell<Option<Operator>>>);
+
+    /// The signed-in operator with the role their account has now, if any. Each request
+    /// re-reads the account by id, once ([`Standing`]): a disabled or removed account, one whose
+    /// password was reset since this sign-in, or a session older than
+    /// [`SESSION_LIFETIME_HOURS`], is signed out here (its session deleted).
     pub async fn operator(session: &Session) -> Result<Option<Operator>, ConsoleError> {
+        match leptos::prelude::use_context::<Standing>() {
+            Some(Standing(once)) => once
+                .get_or_try_init(|| read_operator(session))
+                .await
+                .cloned(),
+            None => read_operator(session).await,
+        }
+    }
+
+    async fn read_operator(session: &Session) -> Result<Option<Operator>, ConsoleError> {
         let Some(mut who) = session.get::<Operator>(OPERATOR).await.map_err(internal)? else {
             return Ok(None);
         };

@@ -72,6 +72,7 @@ pub fn router_for(state: AppState, exposure: Exposure) -> Router {
                 provide_context(pool.clone());
                 provide_context(anonymous.clone());
                 provide_context(archive.clone());
+                provide_context(app::auth::api::Standing::default());
             },
             move || shell(options.clone()),
         )
