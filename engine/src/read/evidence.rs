@@ -201,8 +201,17 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
     else {
         return Ok(None);
     };
-    let facts = facts(pool, id).await?;
-    let lineage = lineage(pool, id).await?;
+    // The rest at once, each on a connection of its own: the page waits for the slowest read,
+    // not for their sum (which grows fast while the engine keeps every core busy).
+    let (facts, lineage, trust, attempts, timeline, siblings, proposal) = tokio::try_join!(
+        facts(pool, id),
+        lineage(pool, id),
+        adapter_trust(pool, s.adapter.as_deref()),
+        attempts(pool, id),
+        timeline(pool, id),
+        siblings(pool, s.workflow_id, id),
+        crate::store::proposal::waiting(pool, id),
+    )?;
     let (subject, noun) = subject_and_noun(
         pool,
         (&s.definition_name, s.definition_version),
@@ -210,10 +219,6 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
         &lineage.input,
     )
     .await?;
-    let trust = match &s.adapter {
-        Some(adapter) => adapter_trust(pool, adapter).await?,
-        None => None,
-    };
     Ok(Some(Evidence {
         step_id: s.id,
         workflow_id: s.workflow_id,
@@ -224,10 +229,8 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
         adapter: s.adapter,
         contract: s.contract.and_then(|c| serde_json::from_value(c).ok()),
         trust,
-        receipt: match (s.receipt_method, s.receipt_reference, s.receipt_at) {
-            (Some(m), Some(r), Some(at)) => Some((m, r, at)),
-            _ => None,
-        },
+        receipt: (s.receipt_method.zip(s.receipt_reference).zip(s.receipt_at))
+            .map(|((method, reference), at)| (method, reference, at)),
         content_digest: s.content_digest,
         subject,
         noun,
@@ -239,8 +242,8 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
         key_first_sent_ms_ago: s.key_age_ms.map(|ms| u64::try_from(ms).unwrap_or(0)),
         last_sent_at: s.last_sent_at,
         unknown_since: s.unknown_since,
-        attempts: attempts(pool, id).await?,
-        timeline: timeline(pool, id).await?,
+        attempts,
+        timeline,
         last_lookup: facts.last_lookup,
         open_incident: s.open_incident,
         version: facts.version,
@@ -252,36 +255,38 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
         replaced_by: lineage.replaced_by,
         withdraws: lineage.withdraws,
         incidents: lineage.incidents,
-        siblings: siblings(pool, s.workflow_id, id).await?,
-        proposal: crate::store::proposal::waiting(pool, id).await?,
+        siblings,
+        proposal,
     }))
 }
 
-/// What verification proved of adapter `name`'s current version, claim by claim.
-async fn adapter_trust(pool: &PgPool, name: &str) -> sqlx::Result<Option<AdapterTrust>> {
-    let Some(a) = sqlx::query!(
-        r#"select contract_version, verified_version, verified_at as "verified_at: DateTime<Utc>",
-                  verified_against, demoted_reason
-           from adapter where name = $1"#,
-        name
-    )
-    .fetch_optional(pool)
-    .await?
-    else {
+/// What verification proved of adapter `name`'s current version, claim by claim (none for a
+/// pure step, which has no adapter).
+async fn adapter_trust(pool: &PgPool, name: Option<&str>) -> sqlx::Result<Option<AdapterTrust>> {
+    let Some(name) = name else {
         return Ok(None);
     };
-    Ok(Some(AdapterTrust {
+    let (adapter, claims, hold, four_eyes) = tokio::try_join!(
+        sqlx::query!(
+            r#"select contract_version, verified_version, verified_at as "verified_at: DateTime<Utc>",
+                      verified_against, demoted_reason
+               from adapter where name = $1"#,
+            name
+        )
+        .fetch_optional(pool),
+        crate::store::adapter::claims(pool, name),
+        crate::store::hold::of(pool, name),
+        crate::adapter::apply::four_eyes_of(pool, name),
+    )?;
+    Ok(adapter.map(|a| AdapterTrust {
         version: a.contract_version,
         verified_version: a.verified_version,
         verified_at: a.verified_at,
         verified_against: a.verified_against,
         demoted: a.demoted_reason,
-        claims: crate::store::adapter::claims(pool, name).await?,
-        hold: crate::store::hold::of(pool, name).await?.flatten(),
-        four_eyes: crate::adapter::apply::four_eyes_of(pool, name)
-            .await?
-            .map(|rule| rule.actions)
-            .unwrap_or_default(),
+        claims,
+        hold: hold.flatten(),
+        four_eyes: four_eyes.map(|rule| rule.actions).unwrap_or_default(),
     }))
 }
 
