@@ -22,13 +22,27 @@ pub async fn adapters() -> Result<AdaptersView, ConsoleError> {
         }
         kept
     };
-    let holds = engine::store::hold::all(&pool).await?;
-    let limits = engine::adapter::apply::limits_in_force(&pool).await?;
-    let waiting = engine::store::held::counts(&pool).await?;
+    // Every adapter's at once, each list on a connection of its own: six reads whatever the
+    // number of adapters, the page waiting for the slowest.
+    let (registered, holds, limits, waiting, claims, overrides) = tokio::try_join!(
+        engine::adapter::apply::registered(&pool),
+        engine::store::hold::all(&pool),
+        engine::adapter::apply::limits_in_force(&pool),
+        engine::store::held::counts(&pool),
+        engine::store::adapter::claims_by_adapter(&pool, None),
+        engine::store::pace::overrides(&pool, None),
+    )?;
     let mut rows = Vec::new();
-    for a in engine::adapter::apply::registered(&pool).await? {
-        let claims = engine::store::adapter::claims(&pool, &a.name).await?;
-        let limit_override = engine::store::pace::of(&pool, &a.name).await?.flatten();
+    for a in registered {
+        let claims: Vec<_> = claims
+            .iter()
+            .filter(|(name, _)| *name == a.name)
+            .map(|(_, claim)| claim.clone())
+            .collect();
+        let limit_override = overrides
+            .iter()
+            .find(|(name, _)| *name == a.name)
+            .and_then(|(_, over)| over.clone());
         let limits = limits
             .iter()
             .find(|(name, _)| *name == a.name)

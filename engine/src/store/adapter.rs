@@ -356,30 +356,44 @@ pub async fn claims<'e, E>(executor: E, name: &str) -> sqlx::Result<Vec<ClaimRow
 where
     E: Executor<'e, Database = Postgres>,
 {
+    let claims = claims_by_adapter(executor, Some(name)).await?;
+    Ok(claims.into_iter().map(|(_, claim)| claim).collect())
+}
+
+/// The claims of every adapter's current version (of `name`'s only, when given), with their
+/// adapter's name: by adapter, each adapter's in the order a file makes them.
+pub async fn claims_by_adapter<'e, E>(
+    executor: E,
+    name: Option<&str>,
+) -> sqlx::Result<Vec<(String, ClaimRow)>>
+where
+    E: Executor<'e, Database = Postgres>,
+{
     let rows = sqlx::query!(
-        r#"select c.claim, c.trust as "trust: Trust", c.evidence, c.checks, c.against,
+        r#"select c.adapter, c.claim, c.trust as "trust: Trust", c.evidence, c.checks, c.against,
                   c.decided_at as "decided_at: chrono::DateTime<chrono::Utc>"
            from adapter_claim c join adapter a on a.name = c.adapter and a.contract_version = c.version
-           where c.adapter = $1 order by c.claim"#,
+           where $1::text is null or c.adapter = $1"#,
         name
     )
     .fetch_all(executor)
     .await?;
-    let mut claims: Vec<ClaimRow> = rows
+    let mut claims: Vec<(String, ClaimRow)> = rows
         .into_iter()
         .filter_map(|r| {
-            Some(ClaimRow {
+            let row = ClaimRow {
                 claim: Claim::parse(&r.claim)?,
                 trust: r.trust,
                 evidence: r.evidence,
                 checks: r.checks,
                 against: r.against,
                 decided_at: r.decided_at,
-            })
+            };
+            Some((r.adapter, row))
         })
         .collect();
     // In the order a file makes them: delivery, the capabilities, the rules, the provocations.
-    claims.sort_by(|a, b| a.claim.cmp(&b.claim));
+    claims.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.claim.cmp(&b.1.claim)));
     Ok(claims)
 }
 

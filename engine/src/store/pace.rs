@@ -68,29 +68,46 @@ pub async fn of<'e, E>(executor: E, name: &str) -> sqlx::Result<Option<Option<Li
 where
     E: Executor<'e, Database = Postgres>,
 {
-    let row = sqlx::query!(
+    let mut overrides = overrides(executor, Some(name)).await?;
+    Ok(overrides.pop().map(|(_, over)| over))
+}
+
+/// Every adapter's override (`name`'s only, when given), by name: `None` for an adapter without
+/// one.
+pub async fn overrides<'e, E>(
+    executor: E,
+    name: Option<&str>,
+) -> sqlx::Result<Vec<(String, Option<LimitOverride>)>>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    let rows = sqlx::query!(
         r#"select name, limit_requests_per_second, limit_in_flight, limited_by,
                   limited_at as "limited_at: DateTime<Utc>", limit_reason
-           from adapter where name = $1"#,
+           from adapter where $1::text is null or name = $1 order by name"#,
         name
     )
-    .fetch_optional(executor)
+    .fetch_all(executor)
     .await?;
-    Ok(
-        row.map(|r| match (r.limited_by, r.limited_at, r.limit_reason) {
-            (Some(set_by), Some(set_at), Some(reason)) => Some(LimitOverride {
-                adapter: r.name,
-                limits: Limits {
-                    requests_per_second: r.limit_requests_per_second,
-                    in_flight: r.limit_in_flight.map(|n| n as u32),
-                },
-                set_by,
-                set_at,
-                reason,
-            }),
-            _ => None,
-        }),
-    )
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let over = match (r.limited_by, r.limited_at, r.limit_reason) {
+                (Some(set_by), Some(set_at), Some(reason)) => Some(LimitOverride {
+                    adapter: r.name.clone(),
+                    limits: Limits {
+                        requests_per_second: r.limit_requests_per_second,
+                        in_flight: r.limit_in_flight.map(|n| n as u32),
+                    },
+                    set_by,
+                    set_at,
+                    reason,
+                }),
+                _ => None,
+            };
+            (r.name, over)
+        })
+        .collect())
 }
 
 /// Every adapter's file (its current version's source) and override, by name: what

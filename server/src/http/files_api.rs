@@ -232,18 +232,30 @@ pub(super) async fn list_adapters(
     State(pool): State<PgPool>,
 ) -> Result<Json<Vec<AdapterBody>>, ApiError> {
     super::ops::unscoped(&client, "read configuration")?;
-    let rows = engine::adapter::apply::registered(&pool).await?;
-    let limits = engine::adapter::apply::limits_in_force(&pool).await?;
+    let (rows, limits, claims, holds, overrides) = tokio::try_join!(
+        engine::adapter::apply::registered(&pool),
+        engine::adapter::apply::limits_in_force(&pool),
+        engine::store::adapter::claims_by_adapter(&pool, None),
+        engine::store::hold::all(&pool),
+        engine::store::pace::overrides(&pool, None),
+    )?;
     let mut listed = Vec::with_capacity(rows.len());
     for a in rows {
-        let claims = engine::store::adapter::claims(&pool, &a.name).await?;
-        let held = engine::store::hold::of(&pool, &a.name).await?.flatten();
+        let held = holds.iter().find(|h| h.adapter == a.name).cloned();
+        let claims = claims
+            .iter()
+            .filter(|(name, _)| *name == a.name)
+            .map(|(_, claim)| ClaimBody::from(claim))
+            .collect();
         listed.push(AdapterBody {
             held: held.map(Into::into),
             limits: limits
                 .iter()
                 .find_map(|(name, l)| (*name == a.name).then_some(*l)),
-            limit_override: engine::store::pace::of(&pool, &a.name).await?.flatten(),
+            limit_override: overrides
+                .iter()
+                .find(|(name, _)| *name == a.name)
+                .and_then(|(_, over)| over.clone()),
             kind: a.contract.kind().as_str(),
             capabilities: a.contract.capabilities_summary(),
             may_send: a.may_send(),
@@ -254,7 +266,7 @@ pub(super) async fn list_adapters(
             verified_version: a.verified_version,
             verified_against: a.verified_against,
             demoted: a.demoted_reason,
-            claims: claims.iter().map(ClaimBody::from).collect(),
+            claims,
         });
     }
     Ok(Json(listed))
