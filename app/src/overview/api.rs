@@ -3,16 +3,20 @@ use leptos::prelude::*;
 use super::types::{ArchiveStanding, Outcomes, StateCount};
 use crate::error::ConsoleError;
 
-/// The number of workflows in every state, zero included, in the console's order; for a
-/// signed-in viewer.
+/// The number of workflows in every state, zero included, in the console's order; then step
+/// outcomes per logical step, duplicate incidents and the age of unknown outcomes. Read at
+/// once, for a signed-in viewer.
 #[server(prefix = "/fn")]
-pub async fn workflow_counts() -> Result<Vec<StateCount>, ConsoleError> {
+pub async fn overview_figures() -> Result<(Vec<StateCount>, Outcomes), ConsoleError> {
     use engine::domain::WorkflowState;
 
     crate::auth::api::session::require(engine::domain::Role::Viewer).await?;
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
-    let counted = engine::read::stats::workflow_counts(&pool).await?;
-    Ok(WorkflowState::ALL
+    let (counted, s) = tokio::try_join!(
+        engine::read::stats::workflow_counts(&pool),
+        engine::read::stats::outcome_stats(&pool),
+    )?;
+    let counts = WorkflowState::ALL
         .into_iter()
         .map(|state| StateCount {
             state,
@@ -21,22 +25,14 @@ pub async fn workflow_counts() -> Result<Vec<StateCount>, ConsoleError> {
                 .find_map(|&(s, n)| (s == state).then_some(n))
                 .unwrap_or(0),
         })
-        .collect())
-}
-
-/// Step outcomes per logical step, duplicate incidents and the age of unknown outcomes; for a
-/// signed-in viewer.
-#[server(prefix = "/fn")]
-pub async fn outcome_stats() -> Result<Outcomes, ConsoleError> {
-    crate::auth::api::session::require(engine::domain::Role::Viewer).await?;
-    let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
-    let s = engine::read::stats::outcome_stats(&pool).await?;
-    Ok(Outcomes {
+        .collect();
+    let outcomes = Outcomes {
         by_step: s.by_step,
         duplicates_open: s.duplicates_open,
         duplicates_resolved: s.duplicates_resolved,
         unknown_age: s.unknown_age,
-    })
+    };
+    Ok((counts, outcomes))
 }
 
 /// What the archiver has moved, its last turn, and the oldest settled workflow still hot; for

@@ -3,7 +3,7 @@ use leptos_router::components::A;
 
 use engine::domain::StepState;
 
-use super::api::{archive_card, outcome_stats, workflow_counts};
+use super::api::{archive_card, overview_figures};
 use super::types::{ArchiveStanding, Outcomes, StateCount};
 use crate::error::ConsoleError;
 
@@ -11,10 +11,7 @@ use crate::error::ConsoleError;
 /// the age of unknown outcomes, drawn as SVG on the server; live, they refresh in place.
 #[component]
 pub fn OverviewPage() -> impl IntoView {
-    let figures = Resource::new(
-        || (),
-        |_| async { Ok::<_, ConsoleError>((workflow_counts().await?, outcome_stats().await?)) },
-    );
+    let figures = Resource::new(|| (), |_| overview_figures());
     let archive = Resource::new(|| (), |_| archive_card());
     view! {
         <section class="page">
@@ -82,12 +79,12 @@ pub fn LiveOverview(counts: Vec<StateCount>, outcomes: Outcomes) -> impl IntoVie
         let generation = refreshes.get_untracked() + 1;
         refreshes.set(generation);
         leptos::task::spawn_local(async move {
-            match (workflow_counts().await, outcome_stats().await) {
-                (Ok(counts), Ok(outcomes)) => {
+            match overview_figures().await {
+                Ok((counts, outcomes)) => {
                     failed.set(None);
                     figures.set((generation, counts, outcomes));
                 }
-                (Err(error), _) | (_, Err(error)) => failed.set(Some(error.to_string())),
+                Err(error) => failed.set(Some(error.to_string())),
             }
         });
     };
