@@ -94,3 +94,37 @@ async fn the_queues_kept_counts_are_the_rows_it_lists_through_arrivals_replaceme
         .unwrap();
     assert_eq!(unfolded, 0, "a read leaves the changes folded");
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_read_while_another_folds_leaves_the_changes_to_it_and_counts_them_once(pool: PgPool) {
+    settled_history(&pool).await;
+    sqlx::query("update step set state = 'review_required', request_key = 'rk-' || id, unknown_since = now() where id in (select id from step where logical = 'deliver' order by id limit 12)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let unfolded = || async {
+        sqlx::query_scalar::<_, i64>("select count(*) from step_waiting_delta")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    assert!(unfolded().await > 0);
+
+    // Another reader holds the fold's turn: this read folds nothing and counts the changes.
+    let mut other = pool.begin().await.unwrap();
+    sqlx::query("select pg_advisory_xact_lock(2912160301)")
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    let counted = queue_counts(&pool).await.unwrap();
+    assert_eq!(counted, listed(&pool).await);
+    assert_eq!(counted.by_state.iter().map(|(_, n)| n).sum::<i64>(), 12);
+    assert!(
+        unfolded().await > 0,
+        "the changes are left to the reader folding"
+    );
+
+    other.rollback().await.unwrap();
+    assert_eq!(queue_counts(&pool).await.unwrap(), counted);
+    assert_eq!(unfolded().await, 0, "the next read folds them");
+}
