@@ -135,18 +135,19 @@ pub struct QueueCounts {
 
 /// The queue's counts: the kept counts plus the changes not yet folded (migration
 /// `queue_counts`), so the work is the number of changes since the last fold, whatever the
-/// number of steps waiting.
+/// number of steps waiting. Read in one snapshot beside a fold, as `stats::workflow_counts`.
 pub async fn queue_counts(pool: &PgPool) -> sqlx::Result<QueueCounts> {
-    crate::read::stats::fold_counts(pool).await?;
-    let rows = sqlx::query!(
-        r#"select state as "state!: StepState", adapter as "adapter!", sum(n)::bigint as "n!"
-           from (select state, adapter, n from step_waiting_count
-                 union all select state, adapter, n from step_waiting_delta) c
-           group by 1, 2
-           having sum(n) <> 0"#
-    )
-    .fetch_all(pool)
-    .await?;
+    let ((), rows) = tokio::try_join!(
+        crate::read::stats::fold_counts(pool),
+        sqlx::query!(
+            r#"select state as "state!: StepState", adapter as "adapter!", sum(n)::bigint as "n!"
+               from (select state, adapter, n from step_waiting_count
+                     union all select state, adapter, n from step_waiting_delta) c
+               group by 1, 2
+               having sum(n) <> 0"#
+        )
+        .fetch_all(pool),
+    )?;
     let mut counts = QueueCounts::default();
     for r in rows {
         match counts.by_adapter.iter_mut().find(|(k, _)| *k == r.adapter) {

@@ -60,52 +60,54 @@ pub async fn fold_counts(pool: &PgPool) -> sqlx::Result<()> {
 }
 
 /// Workflows by state (the states with none left out): the kept counts plus the changes not
-/// yet folded, read in one snapshot so a concurrent fold is counted once.
+/// yet folded, read in one snapshot, so a fold running at the same time (this call's own, on
+/// another connection) is counted once, before or after it.
 pub async fn workflow_counts(pool: &PgPool) -> sqlx::Result<Vec<(WorkflowState, i64)>> {
-    fold_counts(pool).await?;
-    let rows = sqlx::query!(
-        r#"select state as "state!: WorkflowState", sum(n)::bigint as "n!"
-           from (select state, n from workflow_state_count
-                 union all select state, n from workflow_state_delta) c
-           group by state having sum(n) <> 0 order by state"#
-    )
-    .fetch_all(pool)
-    .await?;
+    let ((), rows) = tokio::try_join!(
+        fold_counts(pool),
+        sqlx::query!(
+            r#"select state as "state!: WorkflowState", sum(n)::bigint as "n!"
+               from (select state, n from workflow_state_count
+                     union all select state, n from workflow_state_delta) c
+               group by state having sum(n) <> 0 order by state"#
+        )
+        .fetch_all(pool),
+    )?;
     Ok(rows.into_iter().map(|r| (r.state, r.n)).collect())
 }
 
-/// The overview's figures.
+/// The overview's figures, read at once, beside a fold (as [`workflow_counts`]).
 pub async fn outcome_stats(pool: &PgPool) -> sqlx::Result<OutcomeStats> {
-    fold_counts(pool).await?;
-    let by_step = sqlx::query!(
-        r#"select logical as "logical!", state as "state!: StepState", sum(n)::bigint as "n!"
-           from (select logical, state, n from step_state_count
-                 union all select logical, state, n from step_state_delta) c
-           group by 1, 2 having sum(n) <> 0 order by 1, 2"#
-    )
-    .fetch_all(pool)
-    .await?
-    .into_iter()
-    .map(|r| (r.logical, r.state, r.n))
-    .collect();
-    let incidents = sqlx::query!(
-        r#"select count(*) filter (where resolved_at is null) as "open!",
-                  count(*) filter (where resolved_at is not null) as "resolved!"
-           from integrity_incident where kind = 'duplicate_effect'"#
-    )
-    .fetch_one(pool)
-    .await?;
-    let ages = sqlx::query!(
-        r#"select count(*) filter (where age < interval '1 minute') as "a!",
-                  count(*) filter (where age >= interval '1 minute' and age < interval '10 minutes') as "b!",
-                  count(*) filter (where age >= interval '10 minutes' and age < interval '1 hour') as "c!",
-                  count(*) filter (where age >= interval '1 hour' and age < interval '1 day') as "d!",
-                  count(*) filter (where age >= interval '1 day') as "e!"
-           from (select now() - unknown_since as age from step
-                 where waiting is not null) w"#
-    )
-    .fetch_one(pool)
-    .await?;
+    let ((), by_step, incidents, ages) = tokio::try_join!(
+        fold_counts(pool),
+        sqlx::query!(
+            r#"select logical as "logical!", state as "state!: StepState", sum(n)::bigint as "n!"
+               from (select logical, state, n from step_state_count
+                     union all select logical, state, n from step_state_delta) c
+               group by 1, 2 having sum(n) <> 0 order by 1, 2"#
+        )
+        .fetch_all(pool),
+        sqlx::query!(
+            r#"select count(*) filter (where resolved_at is null) as "open!",
+                      count(*) filter (where resolved_at is not null) as "resolved!"
+               from integrity_incident where kind = 'duplicate_effect'"#
+        )
+        .fetch_one(pool),
+        sqlx::query!(
+            r#"select count(*) filter (where age < interval '1 minute') as "a!",
+                      count(*) filter (where age >= interval '1 minute' and age < interval '10 minutes') as "b!",
+                      count(*) filter (where age >= interval '10 minutes' and age < interval '1 hour') as "c!",
+                      count(*) filter (where age >= interval '1 hour' and age < interval '1 day') as "d!",
+                      count(*) filter (where age >= interval '1 day') as "e!"
+               from (select now() - unknown_since as age from step
+                     where waiting is not null) w"#
+        )
+        .fetch_one(pool),
+    )?;
+    let by_step = by_step
+        .into_iter()
+        .map(|r| (r.logical, r.state, r.n))
+        .collect();
     Ok(OutcomeStats {
         by_step,
         duplicates_open: incidents.open,
