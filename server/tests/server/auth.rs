@@ -10,7 +10,9 @@ use sqlx::PgPool;
 use tower_sessions::SessionStore;
 use tower_sessions_sqlx_store::PostgresStore;
 
-use crate::console::{Browser, action_form, form_action, input_value, step_under_review};
+use crate::console::{
+    Browser, action_form, form_action, input_value, step_under_review, workflow_of,
+};
 
 /// Fetches the sign-in page and posts its form with `username` and `password`.
 async fn sign_in(browser: &mut Browser, username: &str, password: &str) -> (StatusCode, String) {
@@ -253,11 +255,7 @@ async fn reading_pages_writes_the_session_only_to_renew_its_idle_expiry_once_in_
     pool: PgPool,
 ) {
     let step = step_under_review(&pool).await;
-    let workflow: uuid::Uuid = sqlx::query_scalar("select workflow_id from step where id = $1")
-        .bind(step)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let workflow = workflow_of(&pool, step).await;
     let mut ada = signed_in_as(&pool, "ada", Role::Approver).await;
     let signed_in = session_row(&pool).await;
     let (step_page, workflow_page) = (format!("/steps/{step}"), format!("/workflows/{workflow}"));

@@ -126,6 +126,15 @@ pub(crate) async fn step_under_review(pool: &PgPool) -> Uuid {
     fixture_review_step(pool, engine::domain::ContractKind::Opaque, "console-test").await
 }
 
+/// The workflow of step `step`.
+pub(crate) async fn workflow_of(pool: &PgPool, step: Uuid) -> Uuid {
+    sqlx::query_scalar("select workflow_id from step where id = $1")
+        .bind(step)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
 /// An adapter of contract `kind` at an address where nothing listens, and one workflow
 /// (created under `creation_key`) whose delivery step waits for review, never sent.
 pub(crate) async fn fixture_review_step(

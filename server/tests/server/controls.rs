@@ -11,21 +11,13 @@ use uuid::Uuid;
 
 use crate::api::{call, token};
 use crate::cli::z29c;
-use crate::console::{fixture_review_step, form_action, input_value, signed_in};
+use crate::console::{fixture_review_step, form_action, input_value, signed_in, workflow_of};
 use crate::kept_forms::post_plain;
 use server::ops::Exit;
 
 async fn held_adapters(pool: &PgPool) -> Vec<String> {
     sqlx::query_scalar("select name from adapter where held_at is not null order by name")
         .fetch_all(pool)
-        .await
-        .unwrap()
-}
-
-async fn workflow_of(pool: &PgPool, step: Uuid) -> Uuid {
-    sqlx::query_scalar("select workflow_id from step where id = $1")
-        .bind(step)
-        .fetch_one(pool)
         .await
         .unwrap()
 }

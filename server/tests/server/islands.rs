@@ -6,7 +6,7 @@ use engine::domain::Role;
 use http::StatusCode;
 use sqlx::PgPool;
 
-use crate::console::{Browser, signed_in, step_under_review};
+use crate::console::{Browser, signed_in, step_under_review, workflow_of};
 
 /// What a page's HTML says of its islands and its scripts.
 #[derive(Debug, PartialEq)]
@@ -52,11 +52,7 @@ fn scripts_of(html: &str) -> Page {
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn only_the_pages_that_hold_islands_load_the_wasm(pool: PgPool) {
     let step = step_under_review(&pool).await;
-    let workflow: uuid::Uuid = sqlx::query_scalar("select workflow_id from step where id = $1")
-        .bind(step)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let workflow = workflow_of(&pool, step).await;
     let mut approver = signed_in(&pool, Role::Approver).await;
     for path in ["/overview".to_owned(), format!("/steps/{step}")] {
         assert_eq!(page(&mut approver, &path).await, WITH_ISLAND, "{path}");

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::api::{call, token};
 use crate::cli::z29c;
-use crate::console::{fixture_review_step, form_action, input_value, signed_in};
+use crate::console::{fixture_review_step, form_action, input_value, signed_in, workflow_of};
 use crate::kept_forms::post_plain;
 use server::ops::Exit;
 
@@ -88,11 +88,7 @@ async fn a_viewer_sees_no_note_form_and_cannot_post_one(pool: PgPool) {
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn the_api_writes_and_lists_notes_within_the_tokens_prefix(pool: PgPool) {
     let step = fixture_review_step(&pool, ContractKind::Opaque, "note-api").await;
-    let workflow: Uuid = sqlx::query_scalar("select workflow_id from step where id = $1")
-        .bind(step)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let workflow = workflow_of(&pool, step).await;
     let body = json!({"text": "customer called"}).to_string();
     let on_step = format!("/api/v1/steps/{step}/notes");
     let viewer = token(&pool, "reader", Role::Viewer, None).await;

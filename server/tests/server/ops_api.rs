@@ -12,7 +12,7 @@ use tower::ServiceExt;
 use uuid::Uuid;
 
 use crate::api::{call, token};
-use crate::console::fixture_review_step;
+use crate::console::{fixture_review_step, workflow_of};
 use crate::support::app;
 
 /// `POST uri` with `body`, bearer `secret` and, when given, `If-Match: version`.
@@ -337,11 +337,7 @@ async fn workflows_are_listed_newest_first_a_page_at_a_time_and_searched_by_key(
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn cancelling_a_workflow_cancels_its_steps_and_a_second_cancel_is_refused(pool: PgPool) {
     let step = fixture_review_step(&pool, ContractKind::Opaque, "cancel-1").await;
-    let workflow: Uuid = sqlx::query_scalar("select workflow_id from step where id = $1")
-        .bind(step)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let workflow = workflow_of(&pool, step).await;
     let operator = token(&pool, "op", Role::Operator, None).await;
     let approver = token(&pool, "boss", Role::Approver, None).await;
     let uri = format!("/api/v1/workflows/{workflow}/cancel");

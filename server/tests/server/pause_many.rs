@@ -10,17 +10,9 @@ use uuid::Uuid;
 
 use crate::api::{call, token};
 use crate::cli::z29c;
-use crate::console::{fixture_review_step, form_action, input_value, signed_in};
+use crate::console::{fixture_review_step, form_action, input_value, signed_in, workflow_of};
 use crate::kept_forms::post_plain;
 use server::ops::Exit;
-
-async fn workflow_of(pool: &PgPool, step: Uuid) -> Uuid {
-    sqlx::query_scalar("select workflow_id from step where id = $1")
-        .bind(step)
-        .fetch_one(pool)
-        .await
-        .unwrap()
-}
 
 async fn paused(pool: &PgPool) -> Vec<Uuid> {
     sqlx::query_scalar("select id from workflow where paused_at is not null order by id")

@@ -12,7 +12,7 @@ use tower::ServiceExt;
 use uuid::Uuid;
 
 use crate::api::{call, token};
-use crate::console::{signed_in, step_under_review};
+use crate::console::{signed_in, step_under_review, workflow_of};
 
 /// What the console at `archive` answers `cookie`'s session for `path`.
 async fn page(pool: &PgPool, archive: &ArchiveDir, cookie: &str, path: &str) -> String {
@@ -55,11 +55,7 @@ async fn a_workflow_back_hot_after_a_restore_shows_the_archives_copy_on_its_page
     pool: PgPool,
 ) {
     let step = step_under_review(&pool).await;
-    let workflow: Uuid = sqlx::query_scalar("select workflow_id from step where id = $1")
-        .bind(step)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let workflow = workflow_of(&pool, step).await;
     let viewer = signed_in(&pool, Role::Viewer).await;
     let cookie = viewer.cookie.clone().expect("a session");
     let dir = tempfile::tempdir().unwrap();
