@@ -12,15 +12,13 @@ pub async fn overview_figures() -> Result<(Vec<StateCount>, Outcomes), ConsoleEr
 
     crate::auth::api::session::require(engine::domain::Role::Viewer).await?;
     let pool = use_context::<sqlx::PgPool>().ok_or(ConsoleError::Internal)?;
-    let (counted, s) = tokio::try_join!(
-        engine::read::stats::workflow_counts(&pool),
-        engine::read::stats::outcome_stats(&pool),
-    )?;
+    let s = engine::read::stats::outcome_stats(&pool).await?;
     let counts = WorkflowState::ALL
         .into_iter()
         .map(|state| StateCount {
             state,
-            count: counted
+            count: s
+                .workflows
                 .iter()
                 .find_map(|&(s, n)| (s == state).then_some(n))
                 .unwrap_or(0),

@@ -135,7 +135,7 @@ pub struct QueueCounts {
 
 /// The queue's counts: the kept counts plus the changes not yet folded (migration
 /// `queue_counts`), so the work is the number of changes since the last fold, whatever the
-/// number of steps waiting. Read in one snapshot beside a fold, as `stats::workflow_counts`.
+/// number of steps waiting. Read in one snapshot beside a fold, as `stats::outcome_stats`.
 pub async fn queue_counts(pool: &PgPool) -> sqlx::Result<QueueCounts> {
     let ((), rows) = tokio::try_join!(
         crate::read::stats::fold_counts(pool),

@@ -10,10 +10,12 @@ use sqlx::PgPool;
 
 use crate::domain::{StepState, WorkflowState};
 
-/// What the overview charts: step states per logical step, duplicate incidents, and how long
-/// the waiting steps have waited.
+/// What the overview charts: workflows by state, step states per logical step, duplicate
+/// incidents, and how long the waiting steps have waited.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutcomeStats {
+    /// Workflows by state, the states with none left out.
+    pub workflows: Vec<(WorkflowState, i64)>,
     /// (logical step, state, steps).
     pub by_step: Vec<(String, StepState, i64)>,
     pub duplicates_open: i64,
@@ -59,11 +61,11 @@ pub async fn fold_counts(pool: &PgPool) -> sqlx::Result<()> {
     Ok(())
 }
 
-/// Workflows by state (the states with none left out): the kept counts plus the changes not
-/// yet folded, read in one snapshot, so a fold running at the same time (this call's own, on
-/// another connection) is counted once, before or after it.
-pub async fn workflow_counts(pool: &PgPool) -> sqlx::Result<Vec<(WorkflowState, i64)>> {
-    let ((), rows) = tokio::try_join!(
+/// The overview's figures, read at once. The kept counts are read as the counts plus the
+/// changes not yet folded, each in one snapshot, so the fold that runs beside them (on another
+/// connection) is counted once, whether it commits before or after them.
+pub async fn outcome_stats(pool: &PgPool) -> sqlx::Result<OutcomeStats> {
+    let ((), workflows, by_step, incidents, ages) = tokio::try_join!(
         fold_counts(pool),
         sqlx::query!(
             r#"select state as "state!: WorkflowState", sum(n)::bigint as "n!"
@@ -72,14 +74,6 @@ pub async fn workflow_counts(pool: &PgPool) -> sqlx::Result<Vec<(WorkflowState, 
                group by state having sum(n) <> 0 order by state"#
         )
         .fetch_all(pool),
-    )?;
-    Ok(rows.into_iter().map(|r| (r.state, r.n)).collect())
-}
-
-/// The overview's figures, read at once, beside a fold (as [`workflow_counts`]).
-pub async fn outcome_stats(pool: &PgPool) -> sqlx::Result<OutcomeStats> {
-    let ((), by_step, incidents, ages) = tokio::try_join!(
-        fold_counts(pool),
         sqlx::query!(
             r#"select logical as "logical!", state as "state!: StepState", sum(n)::bigint as "n!"
                from (select logical, state, n from step_state_count
@@ -109,6 +103,7 @@ pub async fn outcome_stats(pool: &PgPool) -> sqlx::Result<OutcomeStats> {
         .map(|r| (r.logical, r.state, r.n))
         .collect();
     Ok(OutcomeStats {
+        workflows: workflows.into_iter().map(|r| (r.state, r.n)).collect(),
         by_step,
         duplicates_open: incidents.open,
         duplicates_resolved: incidents.resolved,

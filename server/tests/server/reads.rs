@@ -241,11 +241,8 @@ async fn the_queues_text_filters_with_a_nul_or_a_huge_value_answer_422(pool: PgP
 
 /// The kept counts, and the same counts grouped from every row.
 async fn kept_and_grouped(pool: &PgPool) -> [Vec<(String, String, i64)>; 2] {
-    let by_step = engine::read::stats::outcome_stats(pool)
-        .await
-        .unwrap()
-        .by_step;
-    let workflows = engine::read::stats::workflow_counts(pool).await.unwrap();
+    let stats = engine::read::stats::outcome_stats(pool).await.unwrap();
+    let (by_step, workflows) = (stats.by_step, stats.workflows);
     let mut kept: Vec<(String, String, i64)> = by_step
         .into_iter()
         .map(|(l, s, n)| (l, format!("{s:?}"), n))
