@@ -22,45 +22,20 @@ pub async fn adapters() -> Result<AdaptersView, ConsoleError> {
         }
         kept
     };
-    // Every adapter's at once, each list on a connection of its own: six reads whatever the
-    // number of adapters, the page waiting for the slowest.
-    let (registered, holds, limits, waiting, claims, overrides) = tokio::try_join!(
-        engine::adapter::apply::registered(&pool),
-        engine::store::hold::all(&pool),
-        engine::adapter::apply::limits_in_force(&pool),
+    let (listed, waiting) = tokio::try_join!(
+        engine::adapter::apply::listed(&pool),
         engine::store::held::counts(&pool),
-        engine::store::adapter::claims_by_adapter(&pool, None),
-        engine::store::pace::overrides(&pool, None),
     )?;
-    let mut rows = Vec::new();
-    for a in registered {
-        let claims: Vec<_> = claims
-            .iter()
-            .filter(|(name, _)| *name == a.name)
-            .map(|(_, claim)| claim.clone())
-            .collect();
-        let limit_override = overrides
-            .iter()
-            .find(|(name, _)| *name == a.name)
-            .and_then(|(_, over)| over.clone());
-        let limits = limits
-            .iter()
-            .find(|(name, _)| *name == a.name)
-            .map(|(_, l)| *l);
-        let hold = holds.iter().find(|h| h.adapter == a.name);
-        let held_steps = waiting
-            .iter()
-            .find_map(|(name, n)| (*name == a.name).then_some(*n))
-            .unwrap_or(0);
-        rows.push(adapter_row(
-            a,
-            &claims,
-            hold,
-            limits,
-            limit_override,
-            held_steps,
-        ));
-    }
+    let rows = listed
+        .into_iter()
+        .map(|listed| {
+            let held_steps = waiting
+                .iter()
+                .find_map(|(name, n)| (*name == listed.adapter.name).then_some(*n))
+                .unwrap_or(0);
+            adapter_row(listed, held_steps)
+        })
+        .collect();
     Ok(AdaptersView {
         adapters: rows,
         may_hold: operator.role >= Role::Approver,
@@ -73,13 +48,17 @@ pub async fn adapters() -> Result<AdaptersView, ConsoleError> {
 /// One adapter as the page shows it.
 #[cfg(feature = "ssr")]
 fn adapter_row(
-    a: engine::store::adapter::AdapterRow,
-    claims: &[engine::store::adapter::ClaimRow],
-    hold: Option<&engine::store::hold::AdapterHold>,
-    limits: Option<engine::domain::Limits>,
-    limit_override: Option<engine::store::pace::LimitOverride>,
+    listed: engine::adapter::apply::Listed,
     held_steps: i64,
 ) -> super::types::AdapterRow {
+    let engine::adapter::apply::Listed {
+        adapter: a,
+        claims,
+        hold,
+        limits,
+        limit_override,
+    } = listed;
+    let hold = hold.as_ref();
     super::types::AdapterRow {
         kind: a.contract.kind().as_str().to_owned(),
         capabilities: a.contract.capabilities_summary(),

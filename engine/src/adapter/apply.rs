@@ -71,6 +71,54 @@ pub async fn registered(pool: &PgPool) -> sqlx::Result<Vec<store::AdapterRow>> {
     Ok(rows)
 }
 
+/// A registered adapter with what the console's adapters page and the API's adapter list show
+/// of it.
+pub struct Listed {
+    pub adapter: store::AdapterRow,
+    /// Its current version's claims, in the order a file makes them.
+    pub claims: Vec<store::ClaimRow>,
+    pub hold: Option<crate::store::hold::AdapterHold>,
+    /// Its outbound limits in force; none when it has none ([`limits_in_force`]).
+    pub limits: Option<crate::domain::Limits>,
+    pub limit_override: Option<crate::store::pace::LimitOverride>,
+}
+
+/// Every registered adapter ([`registered`]) with its claims, hold, limits and override: five
+/// reads at once, each on a connection of its own, whatever the number of adapters.
+pub async fn listed(pool: &PgPool) -> sqlx::Result<Vec<Listed>> {
+    let (registered, claims, holds, limits, overrides) = tokio::try_join!(
+        registered(pool),
+        store::claims_by_adapter(pool, None),
+        crate::store::hold::all(pool),
+        limits_in_force(pool),
+        crate::store::pace::overrides(pool, None),
+    )?;
+    Ok(registered
+        .into_iter()
+        .map(|adapter| {
+            let name = adapter.name.as_str();
+            let claims = claims
+                .iter()
+                .filter(|(of, _)| of == name)
+                .map(|(_, claim)| claim.clone())
+                .collect();
+            let hold = holds.iter().find(|h| h.adapter == name).cloned();
+            let limits = limits.iter().find_map(|(of, l)| (of == name).then_some(*l));
+            let limit_override = overrides
+                .iter()
+                .find(|(of, _)| of == name)
+                .and_then(|(_, over)| over.clone());
+            Listed {
+                adapter,
+                claims,
+                hold,
+                limits,
+                limit_override,
+            }
+        })
+        .collect())
+}
+
 /// Parses, checks and builds the adapter `source` describes (its secrets must be set here).
 pub fn build(source: &str) -> Result<DataAdapter, FileError> {
     let spec = check(source)?;

@@ -232,30 +232,14 @@ pub(super) async fn list_adapters(
     State(pool): State<PgPool>,
 ) -> Result<Json<Vec<AdapterBody>>, ApiError> {
     super::ops::unscoped(&client, "read configuration")?;
-    let (rows, limits, claims, holds, overrides) = tokio::try_join!(
-        engine::adapter::apply::registered(&pool),
-        engine::adapter::apply::limits_in_force(&pool),
-        engine::store::adapter::claims_by_adapter(&pool, None),
-        engine::store::hold::all(&pool),
-        engine::store::pace::overrides(&pool, None),
-    )?;
+    let rows = engine::adapter::apply::listed(&pool).await?;
     let mut listed = Vec::with_capacity(rows.len());
-    for a in rows {
-        let held = holds.iter().find(|h| h.adapter == a.name).cloned();
-        let claims = claims
-            .iter()
-            .filter(|(name, _)| *name == a.name)
-            .map(|(_, claim)| ClaimBody::from(claim))
-            .collect();
+    for row in rows {
+        let a = row.adapter;
         listed.push(AdapterBody {
-            held: held.map(Into::into),
-            limits: limits
-                .iter()
-                .find_map(|(name, l)| (*name == a.name).then_some(*l)),
-            limit_override: overrides
-                .iter()
-                .find(|(name, _)| *name == a.name)
-                .and_then(|(_, over)| over.clone()),
+            held: row.hold.map(Into::into),
+            limits: row.limits,
+            limit_override: row.limit_override,
             kind: a.contract.kind().as_str(),
             capabilities: a.contract.capabilities_summary(),
             may_send: a.may_send(),
@@ -266,7 +250,7 @@ pub(super) async fn list_adapters(
             verified_version: a.verified_version,
             verified_against: a.verified_against,
             demoted: a.demoted_reason,
-            claims,
+            claims: row.claims.iter().map(ClaimBody::from).collect(),
         });
     }
     Ok(Json(listed))
