@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { test as base, expect } from '@playwright/test';
 
 // Every page must load without a console error or a failed (4xx/5xx) response.
@@ -37,4 +38,27 @@ export function javaScriptOn(): boolean {
 export async function hydrated(page: import('@playwright/test').Page, javaScriptEnabled = javaScriptOn()) {
   if (!javaScriptEnabled) return;
   await expect(page.locator('body')).toHaveAttribute('data-hydrated', 'true');
+}
+
+// The z29c binary the server runs (run.sh passes it).
+export const bin = process.env.Z29C_BIN ?? '';
+
+// Runs `z29c args…` against the server's private cluster, as run.sh's `user add` does, and
+// returns what it printed (stdout, then stderr when it exits non-zero). The deployment lets
+// adapters reach loopback only: the demo's destinations are there.
+export function z29c(args: string[]): string {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    Z29C_PG_DATA: process.env.Z29C_PG_DATA ?? '',
+    Z29C_EGRESS_ALLOW: '127.0.0.0/8,::1',
+    RUST_LOG: 'warn',
+  };
+  delete env.DATABASE_URL;
+  try {
+    return execFileSync(bin, args, { env }).toString();
+  } catch (error) {
+    // `adapter verify` exits 1 when a claim is refuted: what it printed is the point.
+    const failed = error as { stdout?: Buffer; stderr?: Buffer };
+    return `${failed.stdout?.toString() ?? ''}${failed.stderr?.toString() ?? ''}`;
+  }
 }

@@ -1,4 +1,4 @@
-import { test, expect, hydrated, javaScriptOn } from './fixtures';
+import { test, expect, hydrated, javaScriptOn, z29c } from './fixtures';
 import type { Page } from '@playwright/test';
 
 // The overview needs a signed-in viewer (its counts are no one else's business).
@@ -76,9 +76,14 @@ test.describe('an unknown address', () => {
   });
 });
 
-test('/metrics shows the demo run in semantic figures', async ({ request }) => {
+test('/metrics shows the demo run in semantic figures to a token, and nothing without one', async ({ request }) => {
+  const anonymous = await request.get('/metrics');
+  expect(anonymous.status()).toBe(401);
+  const token = z29c(['token', 'create', 'e2e-prometheus', '--role', 'viewer']).trim();
+  expect(token, 'z29c token create printed the token alone').not.toContain(' ');
+  const authorization = `Bearer ${token}`;
   await expect(async () => {
-    const text = await (await request.get('/metrics')).text();
+    const text = await (await request.get('/metrics', { headers: { authorization } })).text();
     // Unknown outcomes under the opaque adapter, recovered ones by replay and by lookup, and the
     // demo's duplicate deliveries.
     expect(text).toMatch(/z29c_attempts_total\{adapter="opaque-docs",logical="deliver",outcome="outcome_unknown"\} [1-9]/);

@@ -1,6 +1,5 @@
-import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { test, expect, hydrated } from './fixtures';
+import { test, expect, hydrated, z29c, bin } from './fixtures';
 import type { Browser, Page } from '@playwright/test';
 
 // A claim the sandbox refutes permits nothing: once `z29c adapter verify` has seen the
@@ -9,24 +8,8 @@ import type { Browser, Page } from '@playwright/test';
 // what the adapter may do for every later step.
 const user = process.env.E2E_USER ?? 'e2e-approver';
 const password = process.env.E2E_PASSWORD ?? '';
-const bin = process.env.Z29C_BIN ?? '';
-const pgData = process.env.Z29C_PG_DATA ?? '';
 const demoData = process.env.Z29C_DEMO_DATA ?? '';
 const demoPort = Number(process.env.Z29C_E2E_DEMO_PORT ?? '3201');
-
-function z29c(args: string[]): string {
-  // The command joins the server's private cluster, as run.sh's `user add` does.
-  // The deployment lets adapters reach loopback only: the demo's destinations are there.
-  const env: NodeJS.ProcessEnv = { ...process.env, Z29C_PG_DATA: pgData, Z29C_EGRESS_ALLOW: '127.0.0.0/8,::1', RUST_LOG: 'warn' };
-  delete env.DATABASE_URL;
-  try {
-    return execFileSync(bin, args, { env }).toString();
-  } catch (error) {
-    // `adapter verify` exits 1 when a claim is refuted: what it printed is the point.
-    const failed = error as { stdout?: Buffer; stderr?: Buffer };
-    return `${failed.stdout?.toString() ?? ''}${failed.stderr?.toString() ?? ''}`;
-  }
-}
 
 async function signIn(page: Page) {
   await page.goto('/sign-in');

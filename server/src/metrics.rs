@@ -3,12 +3,13 @@
 //! projection, gauges from durable state (each read from a small partial index or a kept
 //! count, never a whole table: `engine::read::metrics`), then renders it. After them come the
 //! latency histograms this process recorded since it started ([`install`]): the engine's
-//! (`engine::watch::latency`) and the HTTP handlers' ([`time_request`]).
+//! (`engine::watch::latency`) and the HTTP handlers' ([`time_request`]). Who may scrape is the
+//! router's to check (`http::scrape`).
 
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -115,11 +116,11 @@ fn describe_histograms() {
 /// Renders every figure. Each scrape also folds the overview's state changes into its counts
 /// (`read::stats::fold_counts`), so they stay few even when nobody opens the overview; the work
 /// is bounded by what the engine wrote since the last fold, and a repeated scrape finds none.
-pub async fn scrape(State(pool): State<PgPool>) -> impl IntoResponse {
-    if let Err(error) = engine::read::stats::fold_counts(&pool).await {
+pub async fn scrape(pool: &PgPool) -> Response {
+    if let Err(error) = engine::read::stats::fold_counts(pool).await {
         tracing::warn!(%error, "folding the overview's counts failed");
     }
-    let figures = match engine::watch::telemetry::figures(&pool).await {
+    let figures = match engine::watch::telemetry::figures(pool).await {
         Ok(f) => f,
         Err(error) => {
             tracing::warn!(%error, "metrics scrape failed");
@@ -127,7 +128,8 @@ pub async fn scrape(State(pool): State<PgPool>) -> impl IntoResponse {
                 StatusCode::SERVICE_UNAVAILABLE,
                 [(header::CONTENT_TYPE, "text/plain")],
                 "the database does not answer\n".to_owned(),
-            );
+            )
+                .into_response();
         }
     };
     let recorder = PrometheusBuilder::new().build_recorder();
@@ -157,6 +159,7 @@ pub async fn scrape(State(pool): State<PgPool>) -> impl IntoResponse {
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         text,
     )
+        .into_response()
 }
 
 fn describe() {

@@ -134,7 +134,9 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     let database = Database::open(&args.database).await?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let metrics = match args.metrics_addr {
-        Some(addr) => Some(serve_worker_metrics(addr, stopped.clone()).await?),
+        Some(addr) => {
+            Some(serve_worker_metrics(addr, database.pool.clone(), stopped.clone()).await?)
+        }
         None => None,
     };
     let handle = spawn_worker(&database, &args.workers, stopped).await?;
@@ -148,19 +150,18 @@ pub(crate) async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     database.close().await
 }
 
-/// Serves the worker process's latency histograms at `http://addr/metrics` until `stopped`.
+/// Serves the worker process's latency histograms at `http://addr/metrics` until `stopped`,
+/// to a token checked against `pool`.
 async fn serve_worker_metrics(
     addr: std::net::SocketAddr,
+    pool: sqlx::PgPool,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("listening for metrics scrapes on {addr}"))?;
     tracing::info!(addr = %listener.local_addr()?, "serving the worker's metrics");
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(crate::metrics::scrape_process),
-    );
+    let app = crate::http::scrape::worker_router(pool);
     Ok(tokio::spawn(async move {
         let served = axum::serve(listener, app)
             .with_graceful_shutdown(async move {

@@ -2,14 +2,13 @@
 //! `{"error": "…", "code": "…"}`, a sentence and a stable code a program can branch on.
 
 use axum::Json;
-use axum::extract::FromRequestParts;
 use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
-
-use crate::state::AppState;
+use sqlx::PgPool;
 
 /// Every refusal's body.
 #[derive(utoipa::ToSchema)]
@@ -115,13 +114,18 @@ impl From<JsonRejection> for ApiError {
     }
 }
 
-/// An authenticated API client: its token's name, role and creation-key prefix.
+/// An authenticated API client: its token's name, role and creation-key prefix. Any router
+/// whose state holds the database asks for one: the API's, and a worker's metrics listener.
 pub struct ApiClient(pub engine::store::token::Grant);
 
-impl FromRequestParts<AppState> for ApiClient {
+impl<S> FromRequestParts<S> for ApiClient
+where
+    S: Send + Sync,
+    PgPool: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let unauthorized = || {
             ApiError::new(
                 StatusCode::UNAUTHORIZED,
@@ -134,7 +138,7 @@ impl FromRequestParts<AppState> for ApiClient {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .ok_or_else(unauthorized)?;
-        engine::store::token::verify(&state.pool, token.trim())
+        engine::store::token::verify(&PgPool::from_ref(state), token.trim())
             .await?
             .map(ApiClient)
             .ok_or_else(unauthorized)

@@ -11,6 +11,7 @@ mod kept_forms;
 mod ops;
 mod probes;
 pub mod proxy;
+pub mod scrape;
 
 use app::{App, shell};
 use axum::Router;
@@ -62,7 +63,7 @@ pub fn router_for(state: AppState, exposure: Exposure) -> Router {
     let router = Router::new()
         .route("/healthz", get(probes::healthz))
         .route("/readyz", get(probes::readyz))
-        .route("/metrics", get(crate::metrics::scrape))
+        .route("/metrics", get(scrape::scrape))
         .merge(api::routes())
         .merge(assets::routes(&state.leptos_options))
         .leptos_routes_with_context(

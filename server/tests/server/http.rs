@@ -68,8 +68,7 @@ async fn metrics_expose_the_projection_counters_and_current_gauges(pool: PgPool)
         2,
     )
     .await;
-    let (status, text) = get(pool, "/metrics").await;
-    assert_eq!(status, StatusCode::OK);
+    let text = crate::support::scrape_metrics(&pool).await;
     assert!(
         text.contains(r#"z29c_recovery_path_total{path="replay"} 3"#),
         "{text}"
@@ -90,4 +89,76 @@ async fn metrics_expose_the_projection_counters_and_current_gauges(pool: PgPool)
         "{text}"
     );
     assert!(text.contains("process_resident_memory_bytes"), "{text}");
+}
+
+/// A request to `GET /metrics` of `router` with `token` as its bearer, if any.
+async fn scrape_with(router: axum::Router, token: Option<&str>) -> (StatusCode, String) {
+    let mut request = Request::get("/metrics");
+    if let Some(token) = token {
+        request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    let response = router
+        .oneshot(request.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, String::from_utf8(body.to_vec()).unwrap())
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn metrics_answer_only_a_token_that_sees_every_workflow_and_fold_nothing_for_others(
+    pool: PgPool,
+) {
+    use engine::domain::Role;
+    // A change of state the next fold would move into the kept counts.
+    fixture::counted(&pool, "z29c_recovery_path_total", &[("path", "replay")], 3).await;
+    sqlx::query("insert into workflow_state_delta (state, n) values ('running', 1)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let deltas = || async {
+        sqlx::query_scalar::<_, i64>("select count(*) from workflow_state_delta")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    let scoped = crate::api::token(&pool, "team", Role::Viewer, Some("team-")).await;
+    for (token, refused) in [
+        (None, StatusCode::UNAUTHORIZED),
+        (Some("z29c_not_a_token"), StatusCode::UNAUTHORIZED),
+        (Some(scoped.as_str()), StatusCode::FORBIDDEN),
+    ] {
+        let (status, body) = scrape_with(app(pool.clone()), token).await;
+        assert_eq!(status, refused, "{token:?}: {body}");
+        assert!(!body.contains("z29c_recovery_path_total"), "{body}");
+        assert_eq!(deltas().await, 1, "{token:?} folded the counts");
+    }
+    let viewer = crate::api::token(&pool, "prometheus", Role::Viewer, None).await;
+    let (status, body) = scrape_with(app(pool.clone()), Some(&viewer)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        body.contains(r#"z29c_recovery_path_total{path="replay"} 3"#),
+        "{body}"
+    );
+    assert_eq!(deltas().await, 0, "the scrape folds the counts");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_workers_metrics_listener_answers_only_a_token_that_sees_every_workflow(pool: PgPool) {
+    use engine::domain::Role;
+    let worker = || server::http::scrape::worker_router(pool.clone());
+    let scoped = crate::api::token(&pool, "team", Role::Viewer, Some("team-")).await;
+    assert_eq!(
+        scrape_with(worker(), None).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        scrape_with(worker(), Some(&scoped)).await.0,
+        StatusCode::FORBIDDEN
+    );
+    let viewer = crate::api::token(&pool, "prometheus", Role::Viewer, None).await;
+    assert_eq!(scrape_with(worker(), Some(&viewer)).await.0, StatusCode::OK);
 }

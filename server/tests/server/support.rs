@@ -13,10 +13,13 @@ pub fn app(pool: PgPool) -> axum::Router {
     ))
 }
 
-/// What `GET /metrics` answers now (a 200, or the test fails), as text.
+/// What `GET /metrics` answers a viewer's token now (a 200, or the test fails), as text.
 pub async fn scrape_metrics(pool: &PgPool) -> String {
     use tower::ServiceExt;
+    let name = format!("prometheus-{}", uuid::Uuid::new_v4());
+    let token = crate::api::token(pool, &name, engine::domain::Role::Viewer, None).await;
     let request = http::Request::get("/metrics")
+        .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
         .body(axum::body::Body::empty())
         .unwrap();
     let response = app(pool.clone()).oneshot(request).await.unwrap();
