@@ -184,13 +184,21 @@ fn acts_on(e: &engine::read::evidence::Evidence) -> (String, String) {
     (subject, e.noun.to_lowercase())
 }
 
-/// How the step's adapter version was verified, in a sentence.
+/// How the step's adapter version was verified, in a sentence; and when the request was sent
+/// under another version, that none of this one's claims speak for it.
 #[cfg(feature = "ssr")]
 fn trust_of(e: &engine::read::evidence::Evidence) -> String {
-    e.trust
-        .as_ref()
-        .map(|t| t.sentence())
-        .unwrap_or_else(|| "— (a pure step)".into())
+    let Some(trust) = e.trust.as_ref() else {
+        return "— (a pure step)".into();
+    };
+    match e.sent_version {
+        Some(sent) if sent != trust.version => format!(
+            "{} This request was sent under version {sent}: what version {} proved says nothing about it, so only the actions that rest on no claim are offered.",
+            trust.sentence(),
+            trust.version
+        ),
+        _ => trust.sentence(),
+    }
 }
 
 /// Each claim of the step's adapter, with its trust and evidence.

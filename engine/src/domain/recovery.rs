@@ -27,9 +27,13 @@ pub enum LookupAnswer {
 }
 
 impl LookupAnswer {
-    /// A "not found" is proof of absence only once the visibility window has passed.
+    /// A "not found" is proof of absence only from a lookup the contract trusts (its claim
+    /// verified for the version acting on it), once the visibility window has passed. A "not
+    /// found" recorded before the lookup stopped counting proves nothing any more.
     pub fn is_authoritative_absence(&self, contract: &SideEffectContract) -> bool {
-        matches!(self, LookupAnswer::NotFound { .. }) && self.index_settles_in_ms(contract) == 0
+        contract.query_by_client_reference
+            && matches!(self, LookupAnswer::NotFound { .. })
+            && self.index_settles_in_ms(contract) == 0
     }
 
     /// How much longer the destination's index may take to show every delivery made under the

@@ -169,6 +169,22 @@ pub fn trusted_contract(
     }
 }
 
+/// The contract that speaks for a request sent under adapter version `sent` while `current` is
+/// in force: `trusted` when they are one version (or nothing was sent yet), else none of its
+/// claims. What a later version's verification proved was proven for that version's requests,
+/// not for this one (a key it adds was never on this request), so a person decides with the
+/// actions that rest on no claim, as recovery does (docs/DESIGN.md §5).
+pub fn for_request_sent_under(
+    trusted: SideEffectContract,
+    sent: Option<i32>,
+    current: Option<i32>,
+) -> SideEffectContract {
+    match (sent, current) {
+        (Some(sent), Some(current)) if sent != current => trusted_contract(&trusted, |_| false),
+        _ => trusted,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::contract::fixtures::{idempotent, queryable};
@@ -240,6 +256,35 @@ mod tests {
             assert!(!permitted_actions(&facts).contains(&OperatorAction::RetrySameKey));
             assert!(refusal(&facts, Role::Approver, OperatorAction::RetrySameKey).is_some());
         }
+    }
+
+    #[test]
+    fn a_not_found_from_a_lookup_that_is_not_verified_offers_neither_replace_nor_retry() {
+        use super::super::actions::{OperatorAction, Role, StepFacts, permitted_actions, refusal};
+        use super::super::recovery::LookupAnswer;
+        use super::super::state::StepState;
+        // Past the visibility window: from a verified lookup, proof of absence.
+        let late = LookupAnswer::NotFound {
+            looked_after_sent_ms: 60_000,
+        };
+        let trusted = trusted_contract(&queryable(), |claim| *claim != Claim::Lookup);
+        assert!(!late.is_authoritative_absence(&trusted));
+        let facts = StepFacts {
+            state: StepState::ReviewRequired,
+            contract: &trusted,
+            last_lookup: Some(&late),
+            request_prepared: true,
+            open_incident: false,
+            key_first_sent_ms_ago: None,
+        };
+        for action in [OperatorAction::Replace, OperatorAction::RetrySameKey] {
+            assert!(!permitted_actions(&facts).contains(&action), "{action:?}");
+            assert!(
+                refusal(&facts, Role::Approver, action).is_some(),
+                "{action:?}"
+            );
+        }
+        assert!(late.is_authoritative_absence(&trusted_contract(&queryable(), |_| true)));
     }
 
     #[test]

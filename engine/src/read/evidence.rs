@@ -18,7 +18,13 @@ pub struct Evidence {
     pub definition_version: i32,
     pub state: StepState,
     pub adapter: Option<String>,
+    /// The trusted contract as it speaks for this step's request: none of its claims when the
+    /// request was sent under another version than the adapter's current one
+    /// (`domain::trust::for_request_sent_under`).
     pub contract: Option<SideEffectContract>,
+    /// The adapter version the request was sent under, once it was.
+    #[serde(default)]
+    pub sent_version: Option<i32>,
     /// How far the adapter's contract is trusted (docs/DESIGN.md §16).
     pub trust: Option<AdapterTrust>,
     /// The digest the destination compares under the request key, once the request is bound.
@@ -182,7 +188,7 @@ pub struct TimelineEntry {
 pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>> {
     let Some(s) = sqlx::query!(
         r#"select s.id, s.workflow_id, w.creation_key, s.logical, w.definition_name, s.definition_version,
-                  s.state as "state: StepState", s.adapter, a.contract as "contract?", s.request_key,
+                  s.state as "state: StepState", s.adapter, s.request_key,
                   s.unknown_since as "unknown_since: DateTime<Utc>",
                   q.summary ->> 'digest' as content_digest, q.input_digest as "input_digest?", q.summary as "summary?",
                   q.first_sent_at as "first_sent_at: DateTime<Utc>", q.last_sent_at as "last_sent_at: DateTime<Utc>",
@@ -190,7 +196,6 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
                   rc.method::text as "receipt_method?", rc.external_reference as "receipt_reference?", rc.observed_at as "receipt_at?: DateTime<Utc>",
                   exists(select 1 from integrity_incident i where i.step_id = s.id and i.resolved_at is null) as "open_incident!"
            from step s join workflow w on w.id = s.workflow_id
-           left join adapter a on a.name = s.adapter
            left join external_request q on q.request_key = s.request_key
            left join receipt rc on rc.id = s.receipt_id
            where s.id = $1"#,
@@ -227,7 +232,8 @@ pub async fn evidence(pool: &PgPool, id: Uuid) -> sqlx::Result<Option<Evidence>>
         definition_version: s.definition_version,
         state: s.state,
         adapter: s.adapter,
-        contract: s.contract.and_then(|c| serde_json::from_value(c).ok()),
+        contract: facts.contract,
+        sent_version: facts.sent_version,
         trust,
         receipt: (s.receipt_method.zip(s.receipt_reference).zip(s.receipt_at))
             .map(|((method, reference), at)| (method, reference, at)),

@@ -6,6 +6,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::domain::StepKind;
+use crate::domain::trust::for_request_sent_under;
 use crate::domain::{LookupAnswer, SideEffectContract, StepState};
 
 /// A step row locked for an action, with the facts the decision table reads.
@@ -17,6 +18,8 @@ pub struct StepFacts {
     pub logical: String,
     pub definition_version: i32,
     pub adapter: Option<String>,
+    /// The trusted contract as it speaks for this step's request (none of its claims when the
+    /// request was sent under another version of the adapter).
     pub contract: Option<SideEffectContract>,
     pub request_key: Option<String>,
     pub receipt_reference: Option<String>,
@@ -27,6 +30,8 @@ pub struct StepFacts {
     /// The request identity is persisted (not only regenerable after a restore).
     pub request_bound: bool,
     pub contract_version: Option<i32>,
+    /// The adapter version the step's request was sent under, once it was.
+    pub sent_version: Option<i32>,
     pub open_incident: bool,
     /// How long ago the request was first sent, in milliseconds.
     pub key_first_sent_ms_ago: Option<u64>,
@@ -69,6 +74,7 @@ pub async fn read_facts(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
                   -- regenerated identically when evidence of it is attached.
                   (q.request_key is not null or s.restored_at is not null) as "request_prepared!",
                   q.request_key is not null as "request_bound!", a.contract_version as "contract_version?",
+                  q.contract_version as "sent_version?",
                   (extract(epoch from now() - q.first_sent_at) * 1000)::bigint as key_age_ms,
                   (select o.body from observation o
                     where o.step_id = s.id and o.kind = 'lookup'
@@ -95,7 +101,10 @@ pub async fn read_facts(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
         logical: r.logical,
         definition_version: r.definition_version,
         adapter: r.adapter,
-        contract: r.contract.and_then(|c| serde_json::from_value(c).ok()),
+        contract: r
+            .contract
+            .and_then(|c| serde_json::from_value(c).ok())
+            .map(|c| for_request_sent_under(c, r.sent_version, r.contract_version)),
         request_key: r.request_key,
         receipt_reference: r.receipt_reference,
         version: r.version,
@@ -106,6 +115,7 @@ pub async fn read_facts(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
         request_prepared: r.request_prepared,
         request_bound: r.request_bound,
         contract_version: r.contract_version,
+        sent_version: r.sent_version,
         open_incident: r.open_incident,
         key_first_sent_ms_ago: r.key_age_ms.map(|ms| u64::try_from(ms).unwrap_or(0)),
     }))

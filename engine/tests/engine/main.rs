@@ -35,4 +35,5 @@ mod state_rule;
 mod status;
 mod support;
 mod trust;
+mod trust_versions;
 mod worker;
