@@ -25,7 +25,7 @@ pub(crate) trait FaultWords {
 }
 
 /// Runs `work` under the fault script: not at all (refusals, rejections, scripted lookup
-/// answers), or fully and then spoiling its answer (delay, drop, server error).
+/// answers, a lost request), or fully and then spoiling its answer (delay, drop, server error).
 pub(crate) async fn disrupted<R: IntoResponse>(
     faults: &Faults,
     request: Request<'_>,
@@ -49,6 +49,11 @@ pub(crate) async fn disrupted<R: IntoResponse>(
         }
         Fault::DropResponse {} | Fault::WithdrawalDrop {} => {
             let mut response = work.await.into_response();
+            response.extensions_mut().insert(DropConnection);
+            response
+        }
+        Fault::LoseRequest {} => {
+            let mut response = words.refused(operation);
             response.extensions_mut().insert(DropConnection);
             response
         }

@@ -33,7 +33,12 @@ impl Operation {
         match self {
             Operation::Deliver => matches!(
                 kind,
-                K::Refuse | K::Reject | K::DelayResponse | K::DropResponse | K::ErrorAfterAccept
+                K::Refuse
+                    | K::Reject
+                    | K::DelayResponse
+                    | K::DropResponse
+                    | K::LoseRequest
+                    | K::ErrorAfterAccept
             ),
             Operation::Lookup => matches!(
                 kind,
@@ -77,6 +82,9 @@ pub enum Fault {
     },
     /// Do the work (commit), then close the connection without sending a single byte.
     DropResponse {},
+    /// Close the connection without doing the work or sending a byte: a request lost on its
+    /// way, which the client cannot tell from [`Fault::DropResponse`].
+    LoseRequest {},
     /// Commit, then answer this 5xx status without `accepted: false`.
     ErrorAfterAccept {
         /// A status from 500 to 599.
@@ -103,6 +111,7 @@ impl Fault {
             Fault::Reject { .. } => FaultKind::Reject,
             Fault::DelayResponse { .. } => FaultKind::DelayResponse,
             Fault::DropResponse {} => FaultKind::DropResponse,
+            Fault::LoseRequest {} => FaultKind::LoseRequest,
             Fault::ErrorAfterAccept { .. } => FaultKind::ErrorAfterAccept,
             Fault::LookupUnavailable {} => FaultKind::LookupUnavailable,
             Fault::LookupProcessing {} => FaultKind::LookupProcessing,
@@ -124,6 +133,8 @@ pub enum FaultKind {
     DelayResponse,
     /// [`Fault::DropResponse`].
     DropResponse,
+    /// [`Fault::LoseRequest`].
+    LoseRequest,
     /// [`Fault::ErrorAfterAccept`]; a random one answers 500.
     ErrorAfterAccept,
     /// [`Fault::LookupUnavailable`].
@@ -144,6 +155,7 @@ impl FaultKind {
             FaultKind::Reject => "reject",
             FaultKind::DelayResponse => "delay_response",
             FaultKind::DropResponse => "drop_response",
+            FaultKind::LoseRequest => "lose_request",
             FaultKind::ErrorAfterAccept => "error_after_accept",
             FaultKind::LookupUnavailable => "lookup_unavailable",
             FaultKind::LookupProcessing => "lookup_processing",
@@ -170,6 +182,7 @@ impl FaultKind {
             },
             FaultKind::DelayResponse => Fault::DelayResponse { ms },
             FaultKind::DropResponse => Fault::DropResponse {},
+            FaultKind::LoseRequest => Fault::LoseRequest {},
             FaultKind::ErrorAfterAccept => Fault::ErrorAfterAccept { status: 500 },
             FaultKind::LookupUnavailable => Fault::LookupUnavailable {},
             FaultKind::LookupProcessing => Fault::LookupProcessing {},

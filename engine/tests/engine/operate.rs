@@ -140,38 +140,18 @@ pub(crate) async fn audit_actions(h: &Harness, step: Uuid) -> Vec<(String, Strin
         .unwrap()
 }
 
-/// A request lost before it reached the destination: the connection is accepted and dropped,
-/// so Z29C cannot know. The adapter then points at the real destination again.
+/// A request lost before it reached the destination: the destination closes the connection
+/// without doing anything (`Fault::LoseRequest`), so Z29C cannot know. The adapter stays the
+/// version the request was sent under, whose lookup may then speak for it.
 pub(crate) async fn lost_request(h: &Harness, key: &str) -> (Uuid, Uuid) {
-    let hole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", hole.local_addr().unwrap());
-    tokio::spawn(async move {
-        while let Ok((socket, _)) = hole.accept().await {
-            drop(socket);
-        }
-    });
-    let contract = engine::store::adapter::all(&h.pool).await.unwrap()[0]
-        .contract
-        .clone();
-    engine::adapter::apply::register_trusted(&h.pool, "docs", &url, &contract)
-        .await
-        .unwrap();
-    let worker = h.another_worker("worker-lost").await;
     let w = h.start(key).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while h.step(w, "deliver").await.0 != "review_required" {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{:?}",
-            h.step(w, "deliver").await
-        );
-        if worker.run_once().await.unwrap().is_empty() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-    engine::adapter::apply::register_trusted(&h.pool, "docs", &h.destination.base_url(), &contract)
-        .await
-        .unwrap();
+    h.faults(FaultPlan::rules([FaultRule::new(
+        Operation::Deliver,
+        Match::ClientReference(Harness::key(w, "deliver")),
+        Fault::LoseRequest {},
+    )
+    .times(1)]));
+    h.drive_until(w, "deliver", "review_required").await;
     (w, deliver_step(h, w).await)
 }
 
