@@ -149,6 +149,14 @@ impl DataAdapter {
         self
     }
 
+    /// Whether the withdrawal claim counts: proven, or the adapter is under verification (no
+    /// trust given yet, as the suite runs it).
+    fn withdrawal_proven(&self) -> bool {
+        self.proven
+            .as_ref()
+            .is_none_or(|proven| proven.contains(&Claim::Withdrawal))
+    }
+
     /// Whether rule `index` of `operation` may conclude that nothing happened.
     fn rule_proven(&self, operation: Operation, index: usize) -> bool {
         self.proven
@@ -402,6 +410,16 @@ impl Adapter for DataAdapter {
         external_reference: &'a str,
     ) -> BoxFuture<'a, WithdrawalObservation> {
         Box::pin(async move {
+            // Steps to withdraw were made while the claim counted; it may have stopped since
+            // (refuted, or a new version not yet verified): then nothing is sent.
+            if !self.withdrawal_proven() {
+                return WithdrawalObservation::Transport(TransportObservation::AuthorityDenied {
+                    reason: format!(
+                        "the withdrawal claim of adapter `{}` is not verified for its current version",
+                        self.spec.name
+                    ),
+                });
+            }
             let Some(w) = &self.spec.withdraw else {
                 return WithdrawalObservation::Transport(TransportObservation::AuthorityDenied {
                     reason: format!("adapter `{}` declares no withdrawal", self.spec.name),

@@ -185,6 +185,23 @@ pub fn for_request_sent_under(
     }
 }
 
+/// The contract that speaks for a compensation step's request, a withdrawal. Its claim proves
+/// that withdrawing again under the withdrawal's key returns the first withdrawal: that is a
+/// same-key resend, and only while the claim counts. Nothing proves that the lookup finds
+/// withdrawals (verification looks up deliveries), so none is made: a "not found" would be the
+/// lookup's blindness, not proof that nothing was withdrawn.
+pub fn for_withdrawal(trusted: &SideEffectContract) -> SideEffectContract {
+    SideEffectContract {
+        accepts_idempotency_key: matches!(
+            trusted.compensation,
+            Compensation::SupportedWithLimits(_)
+        ),
+        query_by_client_reference: false,
+        create_after_authoritative_absence: false,
+        ..trusted.clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::contract::fixtures::{idempotent, queryable};
@@ -261,8 +278,8 @@ mod tests {
     #[test]
     fn a_not_found_from_a_lookup_that_is_not_verified_offers_neither_replace_nor_retry() {
         use super::super::actions::{OperatorAction, Role, StepFacts, permitted_actions, refusal};
-        use super::super::recovery::LookupAnswer;
         use super::super::state::StepState;
+        use crate::domain::recovery::LookupAnswer;
         // Past the visibility window: from a verified lookup, proof of absence.
         let late = LookupAnswer::NotFound {
             looked_after_sent_ms: 60_000,
@@ -285,6 +302,33 @@ mod tests {
             );
         }
         assert!(late.is_authoritative_absence(&trusted_contract(&queryable(), |_| true)));
+    }
+
+    #[test]
+    fn a_withdrawal_in_doubt_is_resent_under_its_key_while_its_claim_counts_and_never_looked_up() {
+        use crate::domain::recovery::{
+            RecoveryDecision, UnknownOutcomeFacts, decide_after_unknown,
+        };
+        let facts = UnknownOutcomeFacts {
+            last_lookup: None,
+            recovery_deadline_passed: false,
+            key_first_sent_ms_ago: None,
+        };
+        // A lookup that finds deliveries, and a withdrawal whose claim counts.
+        let mut declared = queryable();
+        declared.compensation = Compensation::SupportedWithLimits("refunds".into());
+        let proven = for_withdrawal(&trusted_contract(&declared, |_| true));
+        assert_eq!(
+            decide_after_unknown(&proven, &facts),
+            RecoveryDecision::ResendSameKey
+        );
+        // The withdrawal claim refuted: neither a resend nor a lookup.
+        let refuted = for_withdrawal(&trusted_contract(&declared, |c| *c != Claim::Withdrawal));
+        assert!(!refuted.query_by_client_reference);
+        assert!(matches!(
+            decide_after_unknown(&refuted, &facts),
+            RecoveryDecision::Review { .. }
+        ));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::domain::StepKind;
-use crate::domain::trust::for_request_sent_under;
+use crate::domain::trust::{for_request_sent_under, for_withdrawal};
 use crate::domain::{LookupAnswer, SideEffectContract, StepState};
 
 /// A step row locked for an action, with the facts the decision table reads.
@@ -18,8 +18,9 @@ pub struct StepFacts {
     pub logical: String,
     pub definition_version: i32,
     pub adapter: Option<String>,
-    /// The trusted contract as it speaks for this step's request (none of its claims when the
-    /// request was sent under another version of the adapter).
+    /// The trusted contract as it speaks for this step's request: none of its claims when the
+    /// request was sent under another version of the adapter, and for a withdrawal only what
+    /// its withdrawal claim proves.
     pub contract: Option<SideEffectContract>,
     pub request_key: Option<String>,
     pub receipt_reference: Option<String>,
@@ -75,6 +76,8 @@ pub async fn read_facts(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
                   (q.request_key is not null or s.restored_at is not null) as "request_prepared!",
                   q.request_key is not null as "request_bound!", a.contract_version as "contract_version?",
                   q.contract_version as "sent_version?",
+                  exists(select 1 from compensation_link c where c.compensation_step_id = s.id)
+                      as "withdrawal!",
                   (extract(epoch from now() - q.first_sent_at) * 1000)::bigint as key_age_ms,
                   (select o.body from observation o
                     where o.step_id = s.id and o.kind = 'lookup'
@@ -104,7 +107,8 @@ pub async fn read_facts(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Optio
         contract: r
             .contract
             .and_then(|c| serde_json::from_value(c).ok())
-            .map(|c| for_request_sent_under(c, r.sent_version, r.contract_version)),
+            .map(|c| for_request_sent_under(c, r.sent_version, r.contract_version))
+            .map(|c| if r.withdrawal { for_withdrawal(&c) } else { c }),
         request_key: r.request_key,
         receipt_reference: r.receipt_reference,
         version: r.version,

@@ -72,7 +72,10 @@ impl Worker {
         claimed_at: Instant,
     ) -> Result<StepReport, WorkerError> {
         let (adapter, contract_version) = adapter_for(&self.adapters(), step)?;
-        let contract = adapter.contract().clone();
+        let contract = match step.withdraws {
+            None => adapter.contract().clone(),
+            Some(_) => crate::domain::trust::for_withdrawal(adapter.contract()),
+        };
         let key = request_key(step);
         // The contract (or the destination's URL) changed since the request was sent: what the
         // adapter can prove now says nothing about that request. A person decides.

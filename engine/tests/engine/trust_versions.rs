@@ -1,10 +1,11 @@
-//! A request is judged by the claims of the adapter version it was sent under: what a later
-//! version's verification proved says nothing about it (docs/DESIGN.md §5).
+//! What speaks for a request: the claims of the adapter version it was sent under (what a
+//! later version's verification proved says nothing about it), and for a withdrawal only the
+//! withdrawal claim, while it counts (docs/DESIGN.md §5).
 
 use destinations::{Config, Fault, FaultPlan, FaultRule, Match, Operation};
-use engine::adapter::apply::Verified;
+use engine::adapter::apply::{self, Verified};
 use engine::adapter::registry::Adapters;
-use engine::domain::{OperatorAction, Role, StepState};
+use engine::domain::{Claim, OperatorAction, Role, StepState, Trust};
 use engine::recovery::{Action, ActionError, Request};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -97,4 +98,78 @@ async fn a_request_sent_under_one_version_gets_no_retry_from_the_next_versions_c
             .unwrap();
     assert_eq!((state, attempts), (StepState::ReviewRequired, 1));
     assert_eq!(charges_for(&destination, "order-v1").await.len(), 1);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_withdrawal_waiting_to_be_sent_sends_nothing_once_its_claim_is_refuted(pool: PgPool) {
+    let destination = payments(&pool, Config::payments()).await;
+    let source = file(PAYMENTS, &destination.base_url());
+    applied(&pool, &source, Some(&destination.base_url())).await;
+    let worker = worker(&pool, Adapters::load(&pool).await.unwrap());
+    let workflow = start(&pool, "order-refund").await;
+    until(&pool, &worker, workflow, StepState::Succeeded).await;
+    let charge = charge_of(&pool, workflow).await;
+    let approver = crate::operate::person("withdrawals", Role::Approver);
+    engine::recovery::perform(
+        &pool,
+        Request {
+            operator: &approver,
+            step: charge,
+            seen_version: None,
+            reason: "the customer cancelled",
+            action: Action::Cancel,
+        },
+    )
+    .await
+    .unwrap();
+
+    // Verified again while refunds are refused: the withdrawal claim is refuted.
+    destination
+        .set_faults(FaultPlan::rules([FaultRule::new(
+            Operation::Withdraw,
+            Match::Any,
+            Fault::Reject {
+                code: "refunds_disabled".into(),
+                retryable: false,
+            },
+        )
+        .times(1)]))
+        .unwrap();
+    let again = apply::verify(&pool, "payments", &destination.base_url())
+        .await
+        .unwrap();
+    let (Verified::Passed { report, .. } | Verified::Failed { report, .. }) = again;
+    assert_eq!(report.verdict(&Claim::Withdrawal).trust, Trust::Refuted);
+
+    let worker = crate::trust::worker(&pool, Adapters::load(&pool).await.unwrap());
+    for _ in 0..20 {
+        if worker.run_once().await.unwrap().is_empty() {
+            break;
+        }
+    }
+    let (state, said): (StepState, bool) = sqlx::query_as(
+        "select s.state, exists(select 1 from observation o where o.step_id = s.id
+                                  and o.body::text like '%withdrawal claim%')
+         from step s join compensation_link c on c.compensation_step_id = s.id
+         where c.original_step_id = $1",
+    )
+    .bind(charge)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_ne!(state, StepState::Succeeded);
+    assert!(
+        matches!(state, StepState::Unsent | StepState::ReviewRequired),
+        "{state:?}"
+    );
+    assert!(said, "the step's observation says why nothing was sent");
+    // The verification's own probes refund charges of their own; this order's is not refunded.
+    let charged = charges_for(&destination, "order-refund").await;
+    assert_eq!(charged.len(), 1);
+    let ledger = destination.ledger().await.unwrap();
+    assert!(
+        ledger.refunds.iter().all(|r| r.charge != charged[0]),
+        "{:?}",
+        ledger.refunds
+    );
 }
