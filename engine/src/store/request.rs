@@ -50,18 +50,24 @@ pub async fn bind_request(
 }
 
 /// What recovery reads of a bound request before deciding: the adapter contract version it
-/// was prepared under, and how long ago it was first sent in milliseconds (`None` before its
-/// first send: a provider that forgets idempotency keys may have forgotten this one).
+/// was prepared under, how long ago it was first sent in milliseconds (`None` before its first
+/// send: a provider that forgets idempotency keys may have forgotten this one), and the
+/// adapter's trusted contract and version as the database holds them now (a claim production
+/// refuted a moment ago counts for nothing, whatever a worker loaded before).
 pub struct SentUnder {
     pub contract_version: i32,
     pub first_sent_ms_ago: Option<u64>,
+    pub adapter_version: Option<i32>,
+    pub trusted: Option<crate::domain::SideEffectContract>,
 }
 
 /// [`SentUnder`] for the request bound to `key`, if one is.
 pub async fn sent_under(conn: &mut PgConnection, key: &str) -> sqlx::Result<Option<SentUnder>> {
     let row = sqlx::query!(
-        r#"select contract_version, (extract(epoch from now() - first_sent_at) * 1000)::bigint as age
-           from external_request where request_key = $1"#,
+        r#"select q.contract_version, (extract(epoch from now() - q.first_sent_at) * 1000)::bigint as age,
+                  a.contract_version as "adapter_version?", a.contract as "trusted?"
+           from external_request q left join adapter a on a.name = q.adapter
+           where q.request_key = $1"#,
         key
     )
     .fetch_optional(conn)
@@ -69,6 +75,8 @@ pub async fn sent_under(conn: &mut PgConnection, key: &str) -> sqlx::Result<Opti
     Ok(row.map(|r| SentUnder {
         contract_version: r.contract_version,
         first_sent_ms_ago: r.age.map(|ms| u64::try_from(ms).unwrap_or(0)),
+        adapter_version: r.adapter_version,
+        trusted: r.trusted.and_then(|c| serde_json::from_value(c).ok()),
     }))
 }
 

@@ -72,19 +72,27 @@ impl Worker {
         claimed_at: Instant,
     ) -> Result<StepReport, WorkerError> {
         let (adapter, contract_version) = adapter_for(&self.adapters(), step)?;
-        let contract = match step.withdraws {
-            None => adapter.contract().clone(),
-            Some(_) => crate::domain::trust::for_withdrawal(adapter.contract()),
-        };
         let key = request_key(step);
         // The contract (or the destination's URL) changed since the request was sent: what the
         // adapter can prove now says nothing about that request. A person decides.
         let sent = request::sent_under(&mut *self.pool.acquire().await?, key.as_str()).await?;
         let key_age = sent.as_ref().and_then(|s| s.first_sent_ms_ago);
-        if sent.is_some_and(|s| s.contract_version != contract_version) {
+        if sent.as_ref().is_some_and(|s| {
+            s.contract_version != contract_version
+                || s.adapter_version.is_some_and(|now| now != contract_version)
+        }) {
             self.settle_alone(step, Settle::Review).await?;
             return Ok(StepReport::ToReview);
         }
+        // The claims as the database trusts them now, not as this worker loaded them: a claim
+        // production refuted since (a duplicate-effect incident) stops counting at once.
+        let trusted = sent
+            .and_then(|s| s.trusted)
+            .unwrap_or_else(|| adapter.contract().clone());
+        let contract = match step.withdraws {
+            None => trusted,
+            Some(_) => crate::domain::trust::for_withdrawal(&trusted),
+        };
         let deadline_passed = self.recovery_deadline_passed(step);
         let mut facts = UnknownOutcomeFacts {
             last_lookup: None,

@@ -173,3 +173,56 @@ async fn a_withdrawal_waiting_to_be_sent_sends_nothing_once_its_claim_is_refuted
         ledger.refunds
     );
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_key_production_refutes_stops_a_running_workers_resends_at_once(pool: PgPool) {
+    let destination = payments(&pool, Config::payments()).await;
+    let source = file(PAYMENTS, &destination.base_url());
+    applied(&pool, &source, Some(&destination.base_url())).await;
+    destination
+        .set_faults(FaultPlan::rules([FaultRule::new(
+            Operation::Deliver,
+            Match::ClientReference("order-refuted".into()),
+            Fault::DropResponse {},
+        )
+        .times(1)]))
+        .unwrap();
+    // Loaded while the key counted, and never reloaded (a library worker has no refresh).
+    let worker = worker(&pool, Adapters::load(&pool).await.unwrap());
+    let workflow = start(&pool, "order-refuted").await;
+    until(&pool, &worker, workflow, StepState::OutcomeUnknown).await;
+    let step = charge_of(&pool, workflow).await;
+
+    // Production contradicts the key (a duplicate-effect incident refutes it).
+    let mut conn = pool.acquire().await.unwrap();
+    let refuted = engine::store::adapter::refute_for_step(
+        &mut conn,
+        step,
+        Claim::IdempotencyKey,
+        "two charges for one key",
+    )
+    .await
+    .unwrap();
+    assert_eq!(refuted.as_deref(), Some("payments"));
+    drop(conn);
+
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    let (state, attempts) = loop {
+        let (state, attempts): (StepState, i32) =
+            sqlx::query_as("select state, attempt_count from step where id = $1")
+                .bind(step)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        if state != StepState::OutcomeUnknown || tokio::time::Instant::now() > deadline {
+            break (state, attempts);
+        }
+        if worker.run_once().await.unwrap().is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    // Recovered by the lookup, which still counts, or sent to a person: never sent again.
+    assert_ne!(state, StepState::OutcomeUnknown);
+    assert_eq!(attempts, 1, "resent under a refuted key ({state:?})");
+    assert_eq!(charges_for(&destination, "order-refuted").await.len(), 1);
+}
