@@ -278,3 +278,43 @@ async fn an_unreachable_sandbox_proves_nothing_and_refutes_nothing() {
         report.details()
     );
 }
+
+#[test]
+fn a_rule_proven_only_by_a_lookup_that_is_not_verified_is_not_verified() {
+    use engine::adapter::contract_suite::{ClaimCheck, Verdict};
+    let rule = Claim::Rule {
+        operation: Operation::Deliver,
+        index: 1,
+    };
+    let report = |lookup: Verdict| {
+        SuiteReport {
+        adapter: "payments".into(),
+        claims: vec![Claim::Delivery, Claim::Lookup, rule.clone()],
+        checks: vec![
+            ClaimCheck {
+                claim: Claim::Lookup,
+                check: "after the window",
+                verdict: lookup,
+                detail: "the index showed the effect after 3,000 ms, not 1,500".into(),
+            },
+            ClaimCheck {
+                claim: rule.clone(),
+                check: "nothing happened",
+                verdict: Verdict::Held,
+                detail: "after `declined` was read as failed before effect, a lookup answered `not_found`"
+                    .into(),
+            },
+        ],
+    }
+    };
+    assert_eq!(report(Verdict::Held).verdict(&rule).trust, Trust::Verified);
+    for lookup in [Verdict::Contradicted, Verdict::Inconclusive] {
+        let verdict = report(lookup).verdict(&rule);
+        assert_eq!(verdict.trust, Trust::Unverified, "{lookup:?}");
+        assert!(
+            verdict.evidence.contains("3,000 ms"),
+            "{}",
+            verdict.evidence
+        );
+    }
+}

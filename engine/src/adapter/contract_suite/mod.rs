@@ -112,6 +112,15 @@ impl SuiteReport {
                 (Trust::Unverified, c.detail.clone())
             } else if on.is_empty() {
                 (Trust::Unverified, never_provoked(claim))
+            } else if let Some(lookup) = self.unproven_witness(&on) {
+                (
+                    Trust::Unverified,
+                    format!(
+                        "proven only by a lookup's `not_found`, and the lookup is {}: {}",
+                        lookup.trust.label(),
+                        lookup.evidence
+                    ),
+                )
             } else {
                 let checks: Vec<&str> = on.iter().map(|c| c.check).collect();
                 (Trust::Verified, format!("held under {}", checks.join(", ")))
@@ -121,6 +130,16 @@ impl SuiteReport {
             trust,
             evidence,
         }
+    }
+
+    /// The lookup's verdict when `checks` rest on its `not_found` (a rule reading an answer as
+    /// failed before effect) and the lookup itself is not verified: a witness that proves
+    /// nothing proves nothing of the rule either.
+    fn unproven_witness(&self, checks: &[&ClaimCheck]) -> Option<ClaimVerdict> {
+        if !checks.iter().any(|c| c.check == lookup::NOTHING_HAPPENED) {
+            return None;
+        }
+        Some(self.verdict(&Claim::Lookup)).filter(|lookup| lookup.trust != Trust::Verified)
     }
 
     /// Every claim's verdict, in the file's order.
