@@ -100,10 +100,10 @@ impl Run<'_> {
                 index: *rule,
             };
             checks.push(if found_alone {
-                check(claim, "nothing happened", Verdict::Held, format!(
+                check(claim, NOTHING_HAPPENED, Verdict::Held, format!(
                     "after the refusal of the same key with another digest, the lookup still found only {}", probe.reference))
             } else {
-                check(claim, "nothing happened", Verdict::Inconclusive,
+                check(claim, NOTHING_HAPPENED, Verdict::Inconclusive,
                     "the lookup could not show that the refusal of the same key with another digest left nothing".to_owned())
             });
         }
