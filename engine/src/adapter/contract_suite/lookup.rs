@@ -9,10 +9,6 @@ use super::provoke::Provocations;
 use super::*;
 use crate::domain::Operation;
 
-/// The check that proves a rule reading an answer as failed before effect: the lookup found
-/// nothing after it. It proves the rule only as far as the lookup itself is verified.
-pub(super) const NOTHING_HAPPENED: &str = "nothing happened";
-
 /// The lookups of the probe made right after it was accepted and once its declared window had
 /// passed: they must run on time, beside the slower checks.
 pub(super) struct AroundTheWindow {

@@ -57,6 +57,10 @@ pub const LOOKUP_MARGIN: Duration = Duration::from_secs(2);
 /// How often the suite asks again while waiting for a delivery to become visible.
 const LOOKUP_POLL: Duration = Duration::from_millis(50);
 
+/// The check that proves a rule reading an answer as failed before effect: the lookup found
+/// nothing after it. It proves the rule only as far as the lookup itself is verified.
+const NOTHING_HAPPENED: &str = "nothing happened";
+
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -136,7 +140,7 @@ impl SuiteReport {
     /// failed before effect) and the lookup itself is not verified: a witness that proves
     /// nothing proves nothing of the rule either.
     fn unproven_witness(&self, checks: &[&ClaimCheck]) -> Option<ClaimVerdict> {
-        if !checks.iter().any(|c| c.check == lookup::NOTHING_HAPPENED) {
+        if !checks.iter().any(|c| c.check == NOTHING_HAPPENED) {
             return None;
         }
         Some(self.verdict(&Claim::Lookup)).filter(|lookup| lookup.trust != Trust::Verified)

@@ -70,7 +70,7 @@ impl Run<'_> {
                         operation: Operation::Deliver,
                         index: rule,
                     },
-                    super::lookup::NOTHING_HAPPENED,
+                    NOTHING_HAPPENED,
                     Verdict::Inconclusive,
                     format!(
                         "`{}` was read as failed before effect, but without a lookup nothing proves that nothing happened",
