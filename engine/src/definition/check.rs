@@ -121,6 +121,23 @@ pub(super) fn check_step(
     })
 }
 
+impl super::file::DefinitionFile {
+    /// Every adapter a workflow of this file may call, or pattern it may choose from: each
+    /// step's adapter named as such, and the `adapters` list of each step whose adapter the
+    /// input chooses.
+    pub fn adapters_called(&self) -> Vec<&str> {
+        let externals = self.steps.iter().filter_map(|s| s.external.as_ref());
+        externals
+            .flat_map(|e| {
+                let named = (!is_template(&e.adapter)).then_some(e.adapter.as_str());
+                named
+                    .into_iter()
+                    .chain(e.adapters.iter().flatten().map(String::as_str))
+            })
+            .collect()
+    }
+}
+
 /// Whether `adapter` is a template (chosen when a workflow starts) rather than a name.
 pub(super) fn is_template(adapter: &str) -> bool {
     adapter.contains("{{") || adapter.contains("{%")

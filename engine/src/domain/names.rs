@@ -28,6 +28,12 @@ pub fn is_adapter_pattern(pattern: &str) -> bool {
     }
 }
 
+/// Whether a credential limited to the adapters `limit` names (or to none: `None`) may use
+/// adapter `name`.
+pub fn within(limit: Option<&[String]>, name: &str) -> bool {
+    limit.is_none_or(|patterns| patterns.iter().any(|p| adapter_matches(p, name)))
+}
+
 /// Whether adapter `name` is one `pattern` names ([`is_adapter_pattern`]).
 pub fn adapter_matches(pattern: &str, name: &str) -> bool {
     match pattern.split_once('*') {

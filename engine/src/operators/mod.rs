@@ -141,6 +141,7 @@ pub async fn authenticate(
         username: r.username,
         role: r.role,
         via: Via::Console,
+        adapters: None,
     }))
 }
 
@@ -152,6 +153,7 @@ pub async fn named(pool: &PgPool, username: &str) -> sqlx::Result<Option<Operato
         username: r.username,
         role: r.role,
         via: Via::Cli,
+        adapters: None,
     }))
 }
 

@@ -18,6 +18,9 @@ pub struct Operator {
     pub role: Role,
     #[serde(default)]
     pub via: Via,
+    /// The adapters a token made with `--adapters` may use; `None`: any (every person).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapters: Option<Vec<String>>,
 }
 
 /// Through what an [`Operator`] acts; the audit log names a token's actions as the API's.
@@ -37,7 +40,13 @@ impl Operator {
             username: grant.name.clone(),
             role: grant.role,
             via: Via::Token,
+            adapters: grant.adapters.clone(),
         }
+    }
+
+    /// Whether this operator may act on the steps of adapter `name`.
+    pub fn may_use(&self, name: &str) -> bool {
+        crate::domain::names::within(self.adapters.as_deref(), name)
     }
 
     /// Who the audit log names for this operator's actions.

@@ -3,6 +3,7 @@
 //! transaction by the same function that drew the page.
 
 use crate::domain::{OperatorAction, Role, refusal};
+use crate::operators::Operator;
 use crate::store::action::StepFacts;
 
 use super::error::ActionError;
@@ -21,14 +22,25 @@ pub(super) fn admit_role(role: Role, action: OperatorAction) -> Result<(), Actio
     )))
 }
 
-/// Checks, under the step's row lock, in order: the page's freshness, a worker's lease, the
-/// contract (the role was checked by [`admit_role`] before the lock was taken).
+/// Checks, under the step's row lock, in order: the adapters a token may use, the page's
+/// freshness, a worker's lease, the contract (the role was checked by [`admit_role`] before
+/// the lock was taken).
 pub(super) fn admit(
     locked: &StepFacts,
-    role: Role,
+    operator: &Operator,
     action: OperatorAction,
     seen: Option<i64>,
 ) -> Result<(), ActionError> {
+    if let Some(adapter) = locked.adapter.as_deref()
+        && !operator.may_use(adapter)
+    {
+        return Err(ActionError::Forbidden(format!(
+            "{} on a step of adapter `{adapter}` needs a token that may use it; `{}` may use only {}.",
+            action.label(),
+            operator.username,
+            operator.adapters.as_deref().unwrap_or_default().join(", ")
+        )));
+    }
     if seen.is_some_and(|v| v != locked.version) {
         return Err(ActionError::Stale(format!(
             "This step changed since your page was drawn (it is now {}). Nothing was done; review the evidence again.",
@@ -47,7 +59,7 @@ pub(super) fn admit(
             action.label()
         ))
     })?;
-    match refusal(&facts, role, action) {
+    match refusal(&facts, operator.role, action) {
         None => Ok(()),
         Some(why) => Err(ActionError::NotPermitted(why)),
     }

@@ -81,8 +81,17 @@ pub async fn create(pool: &PgPool, new: &NewRun<'_>) -> Result<Uuid, BulkError> 
             "{MAX_UNFINISHED_RUNS} bulk runs are still going; start another when one has finished."
         )));
     }
-    let id = Uuid::now_v7();
     let (steps, versions): (Vec<Uuid>, Vec<i64>) = new.rows.iter().copied().unzip();
+    if new.operator.adapters.is_some() {
+        let adapters = runs::adapters_of(pool, &steps).await?;
+        if let Some(outside) = adapters.iter().find(|a| !new.operator.may_use(a)) {
+            return Err(BulkError::Invalid(format!(
+                "A row is a step of adapter `{outside}`, which `{}` may not use; preview again.",
+                new.operator.username
+            )));
+        }
+    }
+    let id = Uuid::now_v7();
     let mut tx = pool.begin().await?;
     runs::insert_run(
         &mut tx,
@@ -162,6 +171,8 @@ pub async fn run(pool: &PgPool, id: Uuid) -> sqlx::Result<()> {
         } else {
             crate::operators::Via::Console
         },
+        // Every row was checked against a token's adapters when the run was created.
+        adapters: None,
     };
     let pause = Duration::from_millis(1_000 / u64::try_from(r.rate_per_sec.max(1)).unwrap_or(1));
     loop {

@@ -149,7 +149,7 @@ async fn perform_with(
     let locked = action::lock_for_action(&mut tx, request.step)
         .await?
         .ok_or(ActionError::NotFound)?;
-    admit(&locked, request.operator.role, kind, request.seen_version)?;
+    admit(&locked, request.operator, kind, request.seen_version)?;
     let gate = four_eyes::gate(
         &mut tx,
         (request.operator, &locked, kind),

@@ -63,6 +63,21 @@ pub async fn insert_items(
     Ok(inserted.rows_affected())
 }
 
+/// The adapters the steps `steps` call, each once (a pure step calls none).
+pub async fn adapters_of<'e, E>(executor: E, steps: &[Uuid]) -> sqlx::Result<Vec<String>>
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    sqlx::query_scalar!(
+        r#"select distinct s.adapter as "adapter!"
+           from unnest($1::uuid[]) as t(id) join step s on s.id = t.id
+           where s.adapter is not null"#,
+        steps
+    )
+    .fetch_all(executor)
+    .await
+}
+
 /// What an unfinished run performs on each of its items.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnfinishedRun {

@@ -54,6 +54,12 @@ impl Grant {
             .is_none_or(|prefix| creation_key.starts_with(prefix))
     }
 
+    /// Whether the token may use adapter `name` (or, for a pattern a definition lists, every
+    /// adapter the pattern names): any, without `--adapters`; else one its list names.
+    pub fn may_use(&self, name: &str) -> bool {
+        crate::domain::names::within(self.adapters.as_deref(), name)
+    }
+
     /// Whether the token sees every workflow: only such a token may read queue counts,
     /// incidents and configuration, which span every team.
     pub fn unscoped(&self) -> bool {

@@ -21,6 +21,7 @@ pub(crate) fn person(name: &str, role: Role) -> Operator {
         username: name.to_owned(),
         role,
         via: engine::operators::Via::Console,
+        adapters: None,
     }
 }
 

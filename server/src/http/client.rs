@@ -145,6 +145,24 @@ where
     }
 }
 
+impl ApiClient {
+    /// Refuses, naming what was asked, when the token may not use adapter `name`
+    /// (`Grant::may_use`).
+    pub(super) fn may_use(&self, name: &str, what: &str) -> Result<(), ApiError> {
+        match &self.0.adapters {
+            Some(limit) if !self.0.may_use(name) => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "token `{}` may use only the adapters {}; to {what} `{name}` it needs a token that may use it",
+                    self.0.name,
+                    limit.join(", ")
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Whatever answers a refusal under `/api/` in a body of its own (an extractor's plain-text
 /// rejection, a method not allowed, a body over the limit): the same JSON every handler's
 /// refusal is, its text the sentence and its code the status's.

@@ -59,6 +59,21 @@ fn configurer(client: &ApiClient) -> Result<Actor<'_>, ApiError> {
     Ok(Actor::Api(&grant.name))
 }
 
+/// Refuses a definition that could call an adapter the token may not use: each step's adapter,
+/// or each one a templated adapter may choose. (A file that does not parse is the apply's to
+/// refuse, with its line.)
+fn may_call_every_adapter(client: &ApiClient, body: &str) -> Result<(), ApiError> {
+    if client.0.adapters.is_none() {
+        return Ok(());
+    }
+    let Ok(file) = engine::definition::file::DefinitionFile::parse(body) else {
+        return Ok(());
+    };
+    file.adapters_called()
+        .into_iter()
+        .try_for_each(|adapter| client.may_use(adapter, "apply a definition that calls"))
+}
+
 /// Every applied definition, by name and version.
 #[utoipa::path(
     get,
@@ -120,6 +135,7 @@ pub(super) async fn put(
     body: String,
 ) -> Result<Response, ApiError> {
     let by = configurer(&client)?;
+    may_call_every_adapter(&client, &body)?;
     let (status, applied, result) = match engine::definition::apply_as(
         &pool,
         &body,
@@ -286,6 +302,7 @@ pub(super) async fn put_adapter(
     use engine::adapter::apply::AdapterApplyError;
     use engine::store::adapter::FileStored;
     let by = configurer(&client)?;
+    client.may_use(&name, "apply a file of")?;
     let named = engine::adapter::AdapterSpec::parse(&body)
         .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
     if named.name != name {

@@ -505,6 +505,7 @@ async fn an_archived_workflow_answers_from_its_record_and_its_creation_key_start
         username: "olga".into(),
         role: Role::Approver,
         via: engine::operators::Via::Console,
+        adapters: None,
     };
     engine::recovery::cancel::cancel_workflow(&pool, &approver, id, "customer withdrew")
         .await

@@ -1,6 +1,7 @@
 //! The server's tests, one binary: the API, the console's server functions and the HTTP surface,
 //! each driven in-process through the router against its own fresh PostgreSQL database.
 
+mod adapter_scope;
 mod api;
 mod assets;
 mod auth;

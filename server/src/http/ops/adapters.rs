@@ -108,18 +108,7 @@ fn admitted(
     at_least(client, Role::Approver, what)?;
     unscoped(client, what)?;
     let Path(name) = name.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))?;
-    if let Some(adapters) = &client.0.adapters
-        && !adapters.contains(&name)
-    {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            format!(
-                "token `{}` may use only the adapters {}; to {what} `{name}` it needs a token that may use it",
-                client.0.name,
-                adapters.join(", ")
-            ),
-        ));
-    }
+    client.may_use(&name, what)?;
     Ok(name)
 }
 

@@ -164,6 +164,7 @@ impl Stage<'_> {
                 username: "scenario".into(),
                 role: engine::domain::Role::Approver,
                 via: engine::operators::Via::Console,
+                adapters: None,
             };
             for w in workflows {
                 let step: Uuid = sqlx::query_scalar(
