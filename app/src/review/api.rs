@@ -233,6 +233,7 @@ pub(crate) fn queue_filter(
             Some(minutes) => Some(age_in_seconds(&minutes)?),
         },
         noted_since: None,
+        creation_key_prefix: None,
     })
 }
 

@@ -54,6 +54,10 @@ pub struct QueueFilter {
     pub older_than_secs: Option<i64>,
     /// Only rows with a note (on the step or its workflow) written since then.
     pub noted_since: Option<DateTime<Utc>>,
+    /// Only the steps of workflows whose creation key begins with this (a prefixed token's
+    /// view: filtered before the page is cut, so its cursor names none of another team's).
+    #[serde(default)]
+    pub creation_key_prefix: Option<String>,
 }
 
 /// Up to `limit` queue rows matching `filter` after the keyset position `after`, oldest
@@ -88,6 +92,7 @@ pub async fn queue(
                   or exists (select 1 from audit n
                              where n.action = 'note' and n.workflow_id = s.workflow_id
                                and (n.step_id is null or n.step_id = s.id) and n.at >= $8))
+             and ($9::text is null or starts_with(w.creation_key, $9))
            order by s.unknown_since, s.id
            limit $3"#,
         after_at as Option<DateTime<Utc>>,
@@ -98,6 +103,7 @@ pub async fn queue(
         filter.definition,
         filter.older_than_secs,
         filter.noted_since as Option<DateTime<Utc>>,
+        filter.creation_key_prefix,
     )
     .fetch_all(pool)
     .await?;

@@ -17,6 +17,7 @@ use crate::operate::{person, reviewing, unknown_delivery};
 async fn noted_steps(pool: &PgPool, since: chrono::DateTime<Utc>) -> Vec<Uuid> {
     let filter = QueueFilter {
         noted_since: Some(since),
+        creation_key_prefix: None,
         ..QueueFilter::default()
     };
     queue(pool, &filter, None, 50)

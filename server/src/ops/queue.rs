@@ -20,6 +20,7 @@ pub(super) async fn show(pool: &PgPool, args: &QueueArgs, io: &mut Io<'_>) -> Re
         definition: args.definition.clone(),
         older_than_secs: args.older_than.map(|minutes| i64::from(minutes) * 60),
         noted_since: None,
+        creation_key_prefix: None,
     };
     let after = args.after.as_deref().map(print::cursor).transpose()?;
     let mut rows = queue::queue(pool, &filter, after, args.limit + 1).await?;

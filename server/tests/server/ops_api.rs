@@ -153,6 +153,38 @@ async fn a_prefixed_token_neither_sees_nor_acts_on_another_prefix_s_steps(pool: 
 }
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_prefixed_tokens_queue_pages_through_its_own_steps_and_its_cursor_names_no_other(
+    pool: PgPool,
+) {
+    let mut others = Vec::new();
+    for key in ["other-1", "other-2", "other-3"] {
+        others.push(fixture_review_step(&pool, ContractKind::Opaque, key).await);
+    }
+    let own = fixture_review_step(&pool, ContractKind::Opaque, "shop-1").await;
+    let shop = token(&pool, "shop", Role::Viewer, Some("shop-")).await;
+    let mut seen = Vec::new();
+    let mut uri = "/api/v1/queue?limit=1".to_owned();
+    for _ in 0..5 {
+        let (status, page) = call(&pool, "GET", &uri, Some(&shop), None).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        for row in page["rows"].as_array().unwrap() {
+            seen.push(row["step_id"].as_str().unwrap().to_owned());
+        }
+        let Some(next) = page["next"].as_str() else {
+            break;
+        };
+        for other in &others {
+            assert!(
+                !next.contains(&other.to_string()),
+                "{next} names another team's step"
+            );
+        }
+        uri = format!("/api/v1/queue?limit=1&after={next}");
+    }
+    assert_eq!(seen, vec![own.to_string()]);
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn malformed_action_requests_are_refused_with_a_sentence_and_a_code_and_change_nothing(
     pool: PgPool,
 ) {

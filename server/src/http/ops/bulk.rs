@@ -79,6 +79,7 @@ pub(crate) async fn preview(
         definition: body.definition,
         older_than_secs: body.older_than_secs,
         noted_since: None,
+        creation_key_prefix: None,
     };
     let (rows, more) =
         bulk::preview(&pool, &filter, action, client.0.role, BULK_MAX_ROWS as i64).await?;

@@ -48,7 +48,7 @@ pub(crate) struct QueueBody {
 }
 
 /// The steps waiting for a person, oldest uncertainty first. A prefixed token sees only its
-/// own workflows' steps (a page may then hold fewer rows than `limit`).
+/// own workflows' steps, and its cursor names no other.
 #[utoipa::path(
     get,
     path = "/api/v1/queue",
@@ -75,12 +75,12 @@ pub(crate) async fn queue(
         definition: p.definition,
         older_than_secs: p.older_than_secs,
         noted_since: p.noted_since,
+        creation_key_prefix: client.0.creation_key_prefix.clone(),
     };
     let after = p.after.as_deref().map(keyset).transpose()?;
     let mut rows = queue::queue(&pool, &filter, after, limit + 1).await?;
     let next = engine::read::keyset::cut(&mut rows, limit, |r| (r.unknown_since, r.step_id))
         .map(engine::read::keyset::format);
-    rows.retain(|r| client.0.covers(&r.creation_key));
     // The counts span every team's workflows: a prefixed token is not told them.
     let counts = match client.0.creation_key_prefix {
         None => Some(queue::queue_counts(&pool).await?),
