@@ -218,6 +218,18 @@ fn lost_authority(run: &UnfinishedRun, standing: Option<Role>) -> String {
     }
 }
 
+/// Whether `operator` started `run`: the very token that did, or the person of that name (a
+/// token named like a person, or like a revoked token, is neither).
+fn started(run: &runs::RunSummary, operator: &Operator) -> bool {
+    match (run.by_token, operator.via) {
+        (true, crate::operators::Via::Token) => run.author_token == Some(operator.id),
+        (false, crate::operators::Via::Console | crate::operators::Via::Cli) => {
+            run.author == operator.username
+        }
+        _ => false,
+    }
+}
+
 /// Stops run `id` at the request of `operator` (its author, or an approver), audited; its
 /// pending items are refused. False when it had finished already.
 pub async fn stop(
@@ -230,7 +242,7 @@ pub async fn stop(
     let Some(run) = runs::summary(pool, id).await? else {
         return Err(BulkError::Invalid(format!("No bulk run {id}.")));
     };
-    if run.author != operator.username && operator.role < Role::Approver {
+    if !started(&run, operator) && operator.role < Role::Approver {
         return Err(BulkError::Invalid(
             "Only the run's author or an approver may stop it.".into(),
         ));

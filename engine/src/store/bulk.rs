@@ -235,6 +235,10 @@ where
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunSummary {
     pub author: String,
+    /// The token that started it, when a token did (its name alone names no one: a console
+    /// account or a later token may carry the same).
+    pub author_token: Option<Uuid>,
+    pub by_token: bool,
     pub action: OperatorAction,
     pub reason: String,
     pub rate_per_sec: i32,
@@ -250,7 +254,7 @@ where
     E: Executor<'e, Database = Postgres>,
 {
     let row = sqlx::query!(
-        r#"select author, action as "action: OperatorAction", reason, rate_per_sec,
+        r#"select author, author_token, by_token, action as "action: OperatorAction", reason, rate_per_sec,
                   created_at as "created_at: DateTime<Utc>", finished_at as "finished_at: DateTime<Utc>",
                   stopped_by, stop_reason
            from bulk_run where id = $1"#,
@@ -260,6 +264,8 @@ where
     .await?;
     Ok(row.map(|r| RunSummary {
         author: r.author,
+        author_token: r.author_token,
+        by_token: r.by_token,
         action: r.action,
         reason: r.reason,
         rate_per_sec: r.rate_per_sec,

@@ -285,11 +285,22 @@ async fn a_bulk_run_stopped_by_an_approver_refuses_what_it_had_not_done_and_is_a
     let alice = enrolled(&h.pool, "alice", Role::Operator).await;
     let (run, _) = slow_run(&h, &alice).await;
     let bob = enrolled(&h.pool, "bob", Role::Operator).await;
-    let refused = engine::recovery::bulk::stop(&h.pool, run, &bob, "not yours").await;
-    assert!(
-        matches!(&refused, Err(engine::recovery::bulk::BulkError::Invalid(why)) if why.contains("author or an approver")),
-        "{refused:?}"
-    );
+    // A token named like the author is not the author.
+    let alias = engine::operators::Operator {
+        id: Uuid::now_v7(),
+        username: "alice".into(),
+        role: Role::Operator,
+        via: engine::operators::Via::Token,
+        adapters: None,
+    };
+    for stranger in [&bob, &alias] {
+        let refused = engine::recovery::bulk::stop(&h.pool, run, stranger, "not yours").await;
+        assert!(
+            matches!(&refused, Err(engine::recovery::bulk::BulkError::Invalid(why)) if why.contains("author or an approver")),
+            "{:?}: {refused:?}",
+            stranger.via
+        );
+    }
     let carol = enrolled(&h.pool, "carol", Role::Approver).await;
     assert!(
         engine::recovery::bulk::stop(&h.pool, run, &carol, "the destination is down again")
