@@ -60,15 +60,21 @@ async fn rule_for(
         .map(|rule| rule.expires_after.0))
 }
 
-/// The person behind `operator`: the account, or the person a token was issued to (the token
-/// itself when it was issued to nobody).
-async fn person(conn: &mut PgConnection, operator: &Operator) -> sqlx::Result<String> {
-    Ok(match operator.via {
-        Via::Console | Via::Cli => operator.username.clone(),
+/// The person behind `operator`: the account, or the person a token was issued to. A token
+/// issued to nobody stands for no person, and two approvals need two: whoever holds it (a
+/// team's chat button, say) could confirm what they proposed in the console.
+async fn person(conn: &mut PgConnection, operator: &Operator) -> Result<String, ActionError> {
+    match operator.via {
+        Via::Console | Via::Cli => Ok(operator.username.clone()),
         Via::Token => proposal::token_person(&mut *conn, operator.id)
             .await?
-            .unwrap_or_else(|| format!("token:{}", operator.username)),
-    })
+            .ok_or_else(|| {
+                ActionError::Forbidden(format!(
+                    "Token `{}` was issued to nobody, and an action two approvers must agree on is proposed and decided by people: use a token made with `z29c token create NAME --for USERNAME`.",
+                    operator.username
+                ))
+            }),
+    }
 }
 
 /// An action about to become a proposal: who, on which locked step, what it carries.

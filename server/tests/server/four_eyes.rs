@@ -1,7 +1,7 @@
 //! Four eyes from every surface (docs/DESIGN.md §20): on the step page without JavaScript the
 //! first approver's waiver becomes a proposal the page shows, the same approver sees no form to
 //! confirm it, and a second one confirms it; the API's confirm refuses a token issued to the
-//! proposer; `z29c proposal decline` declines as the approver it names.
+//! proposer or to nobody; `z29c proposal decline` declines as the approver it names.
 
 use engine::domain::{ContractKind, OperatorAction, Role};
 use engine::store::journal::Actor;
@@ -194,6 +194,15 @@ async fn the_api_proposes_shows_the_proposal_and_refuses_a_token_issued_to_the_p
         status,
         StatusCode::FORBIDDEN,
         "ana's other token is still ana: {refused}"
+    );
+    // A token issued to nobody (a team's chat button) stands for no second person.
+    let shared = crate::api::token(&pool, "team-button", Role::Approver, None).await;
+    let (status, refused) =
+        call(&pool, "POST", &confirm, Some(&shared), Some(reason.clone())).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+    assert!(
+        refused["error"].as_str().unwrap().contains("--for"),
+        "{refused}"
     );
     assert_eq!(state(&pool, step).await, "review_required");
     let (status, done) = call(
