@@ -295,12 +295,13 @@ pub(crate) enum TokenCommand {
         /// reads no configuration, queue counts or incidents, which span every team.
         #[arg(long)]
         creation_key_prefix: Option<String>,
-        /// May change and read configuration (`PUT /api/v1/definitions`, `/api/v1/adapters`):
-        /// a privilege apart from the role, for the pipeline that deploys files.
+        /// May change configuration (`PUT /api/v1/definitions`, `/api/v1/adapters`), which any
+        /// token without a prefix reads: a privilege apart from the role, for the pipeline
+        /// that deploys files.
         #[arg(long)]
         configure: bool,
-        /// The workflows it starts may call only these adapters (comma-separated names, or
-        /// patterns with one `*`).
+        /// It changes nothing beyond these adapters (comma-separated names, or patterns with
+        /// one `*`): the workflows it starts, the steps it acts on, what it holds and configures.
         #[arg(long, value_delimiter = ',')]
         adapters: Option<Vec<String>>,
         /// The person (an operator's username) the token is issued to: four eyes counts its

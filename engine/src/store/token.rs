@@ -25,11 +25,12 @@ pub struct NewToken<'a> {
     pub role: Role,
     /// When set, the token starts and reads only workflows whose creation key begins with it.
     pub creation_key_prefix: Option<&'a str>,
-    /// Whether it may change and read configuration (definitions and adapters): a privilege
-    /// of its own, apart from the role, never with a creation-key prefix.
+    /// Whether it may change configuration (definitions and adapters; any token without a
+    /// prefix reads it): a privilege of its own, apart from the role, never with a
+    /// creation-key prefix.
     pub may_configure: bool,
-    /// When set, the workflows it starts may call only these adapters (names, or patterns
-    /// with one `*`).
+    /// When set, it changes nothing beyond these adapters (names, or patterns with one `*`):
+    /// the workflows it starts call only these, and it acts, holds and configures only theirs.
     pub adapters: Option<&'a [String]>,
     /// The person it is issued to: four eyes counts its actions as theirs.
     pub on_behalf_of: Option<&'a str>,
