@@ -54,6 +54,10 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
             .as_ref()
             .map(|c| c.capabilities_summary())
             .unwrap_or_default(),
+        keyed: e
+            .contract
+            .as_ref()
+            .is_some_and(|c| c.accepts_idempotency_key),
         visibility_window_ms: e.contract.as_ref().map_or(0, |c| c.visibility_window_ms),
         deadline_ms: e.contract.as_ref().map_or(0, |c| c.deadline_ms),
         content_digest: e

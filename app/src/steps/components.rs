@@ -75,6 +75,7 @@ fn Evidence(e: StepEvidence) -> impl IntoView {
         version: e.version.clone(),
         state: e.state,
         capabilities: e.capabilities.clone(),
+        keyed: e.keyed,
         attempts: e.attempt_count,
         subject: e.subject.clone(),
         noun: e.noun.clone(),
@@ -249,6 +250,7 @@ struct ActionContext {
     version: String,
     state: StepState,
     capabilities: String,
+    keyed: bool,
     attempts: usize,
     subject: String,
     noun: String,
@@ -362,11 +364,15 @@ fn explain(action: OperatorAction, c: &ActionContext) -> String {
             c.request_key, c.window_ms
         ),
         OperatorAction::RetrySameKey if c.state == StepState::Unsent => format!(
-            "Sends again under the same request key {}: no earlier attempt left this process or was accepted, so sending cannot make the effect a second time.",
+            "Sends again under the same request key {}: no earlier attempt took effect (none reached the destination, or it answered that it committed nothing), so sending cannot make the effect a second time.",
+            c.request_key
+        ),
+        OperatorAction::RetrySameKey if c.keyed => format!(
+            "Sends again under the same request key {} and the same bytes; verification proved that the destination answers a repeated key with the original delivery, if it has one.",
             c.request_key
         ),
         OperatorAction::RetrySameKey => format!(
-            "Sends again under the same request key {} and the same bytes; the contract makes the destination answer with the original delivery if it has one.",
+            "Sends again under the same reference {}: the destination's lookup, asked after its visibility window, found nothing under it, so no earlier attempt took effect.",
             c.request_key
         ),
         OperatorAction::AttachEvidence => "Records a receipt from evidence you found elsewhere (a support desk, the destination's own console). Dependants then proceed.".into(),

@@ -37,6 +37,8 @@ pub struct StepEvidence {
     pub state: StepState,
     pub adapter: String,
     pub capabilities: String,
+    /// A verified idempotency key speaks for this step's request: a same-key retry is replayed.
+    pub keyed: bool,
     pub visibility_window_ms: u64,
     pub deadline_ms: u64,
     pub content_digest: String,

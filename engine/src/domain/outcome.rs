@@ -30,7 +30,7 @@ impl AttemptOutcome {
     pub fn label(self) -> &'static str {
         match self {
             AttemptOutcome::Rejected => "Rejected",
-            AttemptOutcome::FailedBeforeEffect => "Not sent (no effect)",
+            AttemptOutcome::FailedBeforeEffect => "Failed before any effect",
             AttemptOutcome::OutcomeUnknown => "Outcome unknown",
             AttemptOutcome::Succeeded => "Succeeded",
         }

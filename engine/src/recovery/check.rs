@@ -72,8 +72,12 @@ fn answer_in_words(
         ),
         Some(answer @ LookupAnswer::NotFound { .. }) => {
             if answer.is_authoritative_absence(contract) {
-                if contract.create_after_authoritative_absence {
+                if contract.create_after_authoritative_absence
+                    && contract.kind() == crate::domain::ContractKind::Queryable
+                {
                     "Not found, and the visibility window has passed: absence is authoritative. Retry with the same reference is now permitted.".to_owned()
+                } else if contract.create_after_authoritative_absence {
+                    "Not found, and the visibility window has passed: absence is authoritative. Replace is now permitted; a retry under the same key stays what the key's retention allows.".to_owned()
                 } else {
                     "Not found, and the visibility window has passed: absence is authoritative, but this contract does not allow sending again.".to_owned()
                 }
