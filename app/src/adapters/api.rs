@@ -94,7 +94,9 @@ fn adapter_row(
             format!("Held by {} since {since}{lookups}: {}", h.held_by, h.reason)
         }),
         limits: limits.map(|l| limits_line(&l, limit_override.as_ref())),
-        limit_overridden: limit_override.is_some(),
+        limit_shown: limit_override.as_ref().map_or_else(|| super::types::NO_OVERRIDE.to_owned(), |o| {
+            o.set_at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+        }),
         held_steps,
         name: a.name,
     }
@@ -202,6 +204,7 @@ pub async fn limit_adapter(
     per_second: Option<String>,
     in_flight: Option<String>,
     clear: Option<String>,
+    shown: Option<String>,
     csrf: String,
 ) -> Result<String, ConsoleError> {
     use crate::auth::api::session;
@@ -238,7 +241,21 @@ pub async fn limit_adapter(
         .answered());
     }
     let by = (operator.actor(), operator.role);
-    let now = engine::recovery::limit::limit_adapter(&pool, by, &adapter, limits, &reason)
+    // The override the page showed (when it was set, or `none`); a post without it is not
+    // checked for staleness.
+    let shown = shown.map(|at| match at.trim() {
+        super::types::NO_OVERRIDE => Ok(engine::recovery::limit::Shown(None)),
+        at => chrono::DateTime::parse_from_rfc3339(at)
+            .map(|t| engine::recovery::limit::Shown(Some(t.to_utc())))
+            .map_err(|_| {
+                ConsoleError::Invalid {
+                    reason: "The form's `shown` field is not a time; reload the page.".into(),
+                }
+                .answered()
+            }),
+    });
+    let shown = shown.transpose()?;
+    let now = engine::recovery::limit::limit_adapter(&pool, by, &adapter, limits, &reason, shown)
         .await
         .map_err(|e| ConsoleError::from(e).answered())?;
     let message = match now {

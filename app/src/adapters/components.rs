@@ -100,7 +100,7 @@ fn Adapter(a: AdapterRow, may_hold: bool, csrf: String, kept: Option<KeptForm>) 
         .into_any(),
     });
     let limit_form = may_hold.then(|| {
-        view! { <LimitForm adapter=a.name.clone() overridden=a.limit_overridden csrf kept /> }
+        view! { <LimitForm adapter=a.name.clone() shown=a.limit_shown.clone() csrf kept /> }
     });
     view! {
         <article class="card" data-testid="adapter" data-adapter=a.name.clone()>
@@ -143,7 +143,7 @@ fn Adapter(a: AdapterRow, may_hold: bool, csrf: String, kept: Option<KeptForm>) 
 #[component]
 fn LimitForm(
     adapter: String,
-    overridden: bool,
+    shown: String,
     csrf: String,
     kept: Option<KeptForm>,
 ) -> impl IntoView {
@@ -151,10 +151,12 @@ fn LimitForm(
         .as_ref()
         .is_some_and(|k| k.field("per_second").is_some() || k.field("in_flight").is_some());
     let kept = kept.filter(|_| posted_here);
+    let overridden = shown != super::types::NO_OVERRIDE;
     view! {
         <form method="post" action=LimitAdapter::url() class="stack action" data-testid="limit-form">
             <input type="hidden" name="csrf" value=csrf />
             <input type="hidden" name="adapter" value=adapter.clone() />
+            <input type="hidden" name="shown" value=shown />
             <label>"Requests a second, at most (empty: its file's)"
                 <input type="number" name="per_second" min="0.01" step="any" value=kept_or(&kept, "per_second", "") />
             </label>

@@ -2,6 +2,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::forms::KeptForm;
 
+/// What an adapter's limit form says its page showed when no override was in force (an empty
+/// field would reach the server as no field at all, and skip the check).
+pub const NO_OVERRIDE: &str = "none";
+
 /// One adapter on the adapters page.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AdapterRow {
@@ -25,8 +29,9 @@ pub struct AdapterRow {
     /// Its outbound limits in force, in words, and whose they are (its file's, or an
     /// approver's override with who, when and why); `None` when unlimited.
     pub limits: Option<String>,
-    /// An approver's override stands (the form offers to clear it).
-    pub limit_overridden: bool,
+    /// When the approver's override in force was set (exact, for the form to say which one its
+    /// page showed), or [`NO_OVERRIDE`]; the form offers to clear one.
+    pub limit_shown: String,
     /// Steps waiting held for it now.
     pub held_steps: i64,
 }

@@ -23,6 +23,8 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
         .partition(|a| operator.role.may(*a));
     let (subject, noun, trust, claims) = facts_of(&e);
     let waiting_since_label = waiting_since_label(e.state);
+    let contract = e.contract.clone();
+    let contract = contract.as_ref();
     Ok(StepEvidence {
         version: e.version.to_string(),
         busy: e.leased_until.map(busy_sentence),
@@ -49,17 +51,12 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
         definition_version: e.definition_version,
         state: e.state,
         adapter: e.adapter.unwrap_or_else(|| "— (a pure step)".into()),
-        capabilities: e
-            .contract
-            .as_ref()
+        capabilities: contract
             .map(|c| c.capabilities_summary())
             .unwrap_or_default(),
-        keyed: e
-            .contract
-            .as_ref()
-            .is_some_and(|c| c.accepts_idempotency_key),
-        visibility_window_ms: e.contract.as_ref().map_or(0, |c| c.visibility_window_ms),
-        deadline_ms: e.contract.as_ref().map_or(0, |c| c.deadline_ms),
+        keyed: contract.is_some_and(|c| c.accepts_idempotency_key),
+        visibility_window_ms: contract.map_or(0, |c| c.visibility_window_ms),
+        deadline_ms: contract.map_or(0, |c| c.deadline_ms),
         content_digest: e
             .content_digest
             .unwrap_or_else(|| "— (not prepared yet)".into()),

@@ -21,6 +21,21 @@ pub struct LimitOverride {
     pub reason: String,
 }
 
+/// Locks adapter `name`'s row until the transaction ends and says when its override was set
+/// (`None` inside: no override); `None` when no adapter has the name.
+pub async fn lock_override(
+    conn: &mut PgConnection,
+    name: &str,
+) -> sqlx::Result<Option<Option<DateTime<Utc>>>> {
+    let row = sqlx::query!(
+        r#"select limited_at as "limited_at: DateTime<Utc>" from adapter where name = $1 for update"#,
+        name
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|r| r.limited_at))
+}
+
 /// Sets adapter `name`'s override; returns the one it replaced, `Err(())` when no adapter has
 /// the name.
 pub async fn set(

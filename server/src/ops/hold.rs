@@ -81,6 +81,7 @@ pub(super) async fn limit(pool: &PgPool, args: &LimitArgs, io: &mut Io<'_>) -> R
         &args.adapter,
         limits,
         &acting.reason,
+        None,
     )
     .await
     .map_err(|e| refusal(e, "no such adapter"))?;

@@ -197,3 +197,41 @@ async fn the_command_line_limits_an_adapter_as_the_approver_it_names(pool: PgPoo
         (None, None, None)
     );
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_limit_posted_from_a_page_drawn_before_another_approvers_change_is_refused(pool: PgPool) {
+    fixture_review_step(&pool, ContractKind::Opaque, "page-limit-stale").await;
+    let mut ana = signed_in(&pool, Role::Approver).await;
+    let mut bo = signed_in(&pool, Role::Approver).await;
+    let (_, anas_page) = ana.get("/adapters").await;
+    let (_, bos_page) = bo.get("/adapters").await;
+    let limit = form_action(&bos_page, "limit_adapter");
+    let post = |page: &str, per_second: &'static str, reason: &'static str| {
+        vec![
+            ("csrf", input_value(page, "csrf")),
+            ("adapter", "letters-opaque".to_owned()),
+            ("shown", input_value(page, "shown")),
+            ("per_second", per_second.to_owned()),
+            ("reason", reason.to_owned()),
+        ]
+    };
+    let fields = post(&bos_page, "2", "their 429s");
+    let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    post_plain(&mut bo, &limit, "/adapters", &fields).await;
+    assert_eq!(override_of(&pool, "letters-opaque").await.0, Some(2.0));
+
+    // Ana's page still shows no override: her post would undo Bo's without her knowing.
+    let fields = post(&anas_page, "50", "back to normal");
+    let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let answer = post_plain(&mut ana, &limit, "/adapters", &fields).await;
+    assert!(answer.status.is_redirection(), "{}", answer.body);
+    let (_, page) = ana.get("/adapters").await;
+    assert!(page.contains("changed since your page was drawn"), "{page}");
+    assert_eq!(override_of(&pool, "letters-opaque").await.0, Some(2.0));
+
+    // Drawn again, her page shows Bo's override, and her post counts.
+    let fields = post(&page, "1", "slower still");
+    let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    post_plain(&mut ana, &limit, "/adapters", &fields).await;
+    assert_eq!(override_of(&pool, "letters-opaque").await.0, Some(1.0));
+}

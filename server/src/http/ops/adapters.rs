@@ -208,7 +208,7 @@ pub(crate) async fn limit(
         requests_per_second: body.requests_per_second,
         in_flight: body.in_flight,
     };
-    let now = engine::recovery::limit::limit_adapter(&pool, by, &name, limits, &body.reason)
+    let now = engine::recovery::limit::limit_adapter(&pool, by, &name, limits, &body.reason, None)
         .await
         .map_err(refusal)?;
     Ok(Json(LimitView {
