@@ -23,8 +23,7 @@ pub async fn evidence_of_step(id: String) -> Result<StepEvidence, ConsoleError> 
         .partition(|a| operator.role.may(*a));
     let (subject, noun, trust, claims) = facts_of(&e);
     let waiting_since_label = waiting_since_label(e.state);
-    let contract = e.contract.clone();
-    let contract = contract.as_ref();
+    let contract = e.contract.as_ref();
     Ok(StepEvidence {
         version: e.version.to_string(),
         busy: e.leased_until.map(busy_sentence),
