@@ -79,6 +79,7 @@ async fn no_second_at_the_destination_sees_more_than_the_rate_two_workers_share(
         "docs",
         limits(Some(4.0), None),
         "provider asks for 4/s",
+        None,
     )
     .await
     .unwrap();
@@ -113,6 +114,7 @@ async fn an_in_flight_limit_of_one_sends_the_next_call_only_after_the_last_one_s
         "docs",
         limits(None, Some(1)),
         "one at a time",
+        None,
     )
     .await
     .unwrap();
@@ -139,7 +141,15 @@ async fn only_an_approver_overrides_limits_with_a_reason_and_a_cleared_override_
 ) {
     let h = Harness::new(pool, Kind::Idempotent, 2_000, 0).await;
     let operator = (Actor::Operator("olga"), Role::Operator);
-    let refused = limit_adapter(&h.pool, operator, "docs", limits(Some(1.0), None), "slow").await;
+    let refused = limit_adapter(
+        &h.pool,
+        operator,
+        "docs",
+        limits(Some(1.0), None),
+        "slow",
+        None,
+    )
+    .await;
     assert!(
         matches!(refused, Err(ActionError::Forbidden(_))),
         "{refused:?}"
@@ -149,13 +159,21 @@ async fn only_an_approver_overrides_limits_with_a_reason_and_a_cleared_override_
         limits(None, Some(0)),
         limits(Some(f64::INFINITY), None),
     ] {
-        let invalid = limit_adapter(&h.pool, APPROVER, "docs", bad, "slow").await;
+        let invalid = limit_adapter(&h.pool, APPROVER, "docs", bad, "slow", None).await;
         assert!(
             matches!(invalid, Err(ActionError::Invalid(_))),
             "{invalid:?}"
         );
     }
-    let unknown = limit_adapter(&h.pool, APPROVER, "mail", limits(Some(1.0), None), "slow").await;
+    let unknown = limit_adapter(
+        &h.pool,
+        APPROVER,
+        "mail",
+        limits(Some(1.0), None),
+        "slow",
+        None,
+    )
+    .await;
     assert!(
         matches!(unknown, Err(ActionError::Invalid(_))),
         "{unknown:?}"
@@ -167,6 +185,7 @@ async fn only_an_approver_overrides_limits_with_a_reason_and_a_cleared_override_
         "docs",
         limits(Some(2.5), Some(3)),
         "their 429s",
+        None,
     )
     .await
     .unwrap()
@@ -181,6 +200,7 @@ async fn only_an_approver_overrides_limits_with_a_reason_and_a_cleared_override_
         "docs",
         Limits::default(),
         "they are fine",
+        None,
     )
     .await
     .unwrap();
