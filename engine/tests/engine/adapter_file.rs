@@ -348,26 +348,3 @@ fn limits_of_no_request_a_second_or_no_call_in_flight_are_refused_with_their_lin
     let typo = refused(&(MINIMAL.to_owned() + "limits:\n  rps: 5\n"));
     assert!(typo.message.contains("rps"), "{typo}");
 }
-
-#[test]
-fn a_lookup_that_reads_a_list_without_pages_is_refused_with_its_line() {
-    // payments-basic.yaml lists a customer's charges and picks the key from them; without its
-    // `pages` it would read the first ten and call an older charge absent.
-    let basic = include_str!("../../../adapters/payments-basic.yaml");
-    let one_page: String = basic
-        .lines()
-        .filter(|line| {
-            !line.contains("page.")
-                && !line.starts_with("  pages:")
-                && !["    items:", "    next:", "    size:", "    max:"]
-                    .iter()
-                    .any(|p| line.starts_with(p))
-        })
-        .map(|line| format!("{line}\n"))
-        .collect();
-    assert!(AdapterSpec::parse(basic).is_ok());
-    let error = refused(&one_page);
-    let lookup_line = one_page.lines().position(|l| l == "lookup:").unwrap() + 1;
-    assert_eq!(error.line, Some(lookup_line), "{error}");
-    assert!(error.to_string().contains("declare `pages`"), "{error}");
-}

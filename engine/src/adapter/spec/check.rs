@@ -209,13 +209,6 @@ fn lookup(spec: &AdapterSpec, source: &str) -> Result<(), FileError> {
                 "lookup: its request reads `page`, but the lookup declares no `pages`",
             ));
         }
-        // A list the key is picked from: providers page lists (Stripe's ten at a time).
-        (None, false, _) if !read.contains("key") => {
-            return Err(FileError::at(
-                line_of(source, "lookup:"),
-                "lookup: its request does not ask for `key`, so it reads a list to pick the key from, and providers page their lists: declare `pages` so every page is read (a first page without the effect proves nothing), or ask for the key in the path or query",
-            ));
-        }
         (Some(_), _, false) => {
             return Err(FileError::at(
                 line_of(source, "pages:"),
