@@ -279,11 +279,8 @@ fn refuse_outside(
     limit: Option<&[String]>,
 ) -> Result<(), StartError> {
     let Some(limit) = limit else { return Ok(()) };
-    match adapters.iter().flat_map(|(_, a)| a).find(|a| {
-        !limit
-            .iter()
-            .any(|p| crate::domain::names::adapter_matches(p, a))
-    }) {
+    let mut called = adapters.iter().flat_map(|(_, a)| a);
+    match called.find(|a| !crate::domain::names::within(Some(limit), a)) {
         None => Ok(()),
         Some(outside) => Err(StartError::AdapterNotAllowed {
             adapter: outside.clone(),

@@ -22,6 +22,23 @@ pub(super) fn admit_role(role: Role, action: OperatorAction) -> Result<(), Actio
     )))
 }
 
+/// Refuses `action` on a step of an adapter a token made with `--adapters` may not use.
+pub(super) fn admit_adapter(
+    locked: &StepFacts,
+    operator: &Operator,
+    action: OperatorAction,
+) -> Result<(), ActionError> {
+    match locked.adapter.as_deref() {
+        Some(adapter) if !operator.may_use(adapter) => Err(ActionError::Forbidden(format!(
+            "{} on a step of adapter `{adapter}` needs a token that may use it; `{}` may use only {}.",
+            action.label(),
+            operator.username,
+            operator.adapters.as_deref().unwrap_or_default().join(", ")
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Checks, under the step's row lock, in order: the adapters a token may use, the page's
 /// freshness, a worker's lease, the contract (the role was checked by [`admit_role`] before
 /// the lock was taken).
@@ -31,16 +48,7 @@ pub(super) fn admit(
     action: OperatorAction,
     seen: Option<i64>,
 ) -> Result<(), ActionError> {
-    if let Some(adapter) = locked.adapter.as_deref()
-        && !operator.may_use(adapter)
-    {
-        return Err(ActionError::Forbidden(format!(
-            "{} on a step of adapter `{adapter}` needs a token that may use it; `{}` may use only {}.",
-            action.label(),
-            operator.username,
-            operator.adapters.as_deref().unwrap_or_default().join(", ")
-        )));
-    }
+    admit_adapter(locked, operator, action)?;
     if seen.is_some_and(|v| v != locked.version) {
         return Err(ActionError::Stale(format!(
             "This step changed since your page was drawn (it is now {}). Nothing was done; review the evidence again.",

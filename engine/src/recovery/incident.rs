@@ -12,7 +12,7 @@ use crate::store::action::{self, StepFacts};
 use crate::store::incident_resolution::{self, LockedIncident};
 use crate::store::{compensation, step, workflow};
 
-use super::admit::{admit_role, required};
+use super::admit::{admit_adapter, admit_role, required};
 use super::error::ActionError;
 use super::{Done, audit, four_eyes};
 use crate::store::proposal::Proposal;
@@ -71,7 +71,7 @@ async fn resolve_with(
     let locked = action::lock_for_action(&mut tx, row.step_id)
         .await?
         .ok_or(ActionError::NotFound)?;
-    admit_resolution(&row)?;
+    admit_resolution(&row, &locked, operator)?;
     let references = incident_resolution::references(&mut tx, incident).await?;
     if !references.iter().any(|r| r == canonical) {
         return Err(ActionError::Invalid(
@@ -178,9 +178,14 @@ async fn accepting<'a>(
     )
 }
 
-/// Checks the incident is still open (the role was checked before any lock; there is no
-/// page-version or lease check here).
-fn admit_resolution(row: &LockedIncident) -> Result<(), ActionError> {
+/// Checks that a token may use the step's adapter and that the incident is still open (the
+/// role was checked before any lock; there is no page-version or lease check here).
+fn admit_resolution(
+    row: &LockedIncident,
+    locked: &StepFacts,
+    operator: &Operator,
+) -> Result<(), ActionError> {
+    admit_adapter(locked, operator, OperatorAction::ResolveIncident)?;
     if row.resolved {
         return Err(ActionError::Conflict(
             "This incident was resolved already; nothing was done.".into(),

@@ -26,6 +26,27 @@ pub struct Paused {
     pub message: String,
 }
 
+/// Refuses to `what` a workflow with a step of an adapter a token made with `--adapters` may
+/// not use: pausing and resuming hold and release every step of it.
+async fn within_adapters(
+    conn: &mut sqlx::PgConnection,
+    operator: &Operator,
+    workflow: Uuid,
+    what: &str,
+) -> Result<(), ActionError> {
+    if operator.adapters.is_none() {
+        return Ok(());
+    }
+    let adapters = crate::store::step::adapters_of_workflow(conn, workflow).await?;
+    match adapters.iter().find(|a| !operator.may_use(a)) {
+        None => Ok(()),
+        Some(outside) => Err(ActionError::Forbidden(format!(
+            "This workflow has a step of adapter `{outside}`, which `{}` may not use: it cannot {what} it.",
+            operator.username
+        ))),
+    }
+}
+
 /// Pauses `workflow`: no step of it starts until it is resumed. An operator or an approver
 /// may pause, with a reason; a completed or cancelled workflow has nothing left to pause.
 pub async fn pause_workflow(
@@ -37,6 +58,7 @@ pub async fn pause_workflow(
     let reason = admit_control(operator.role, Role::Operator, "Pausing a workflow", reason)?;
     let mut tx = pool.begin().await?;
     lock_workflows(&mut tx, &[workflow]).await?;
+    within_adapters(&mut tx, operator, workflow, "pause").await?;
     let pause = match pause::pause(&mut tx, workflow, &operator.actor().label(), &reason).await? {
         Pausing::Paused(pause) => pause,
         Pausing::Already(standing) => {
@@ -104,6 +126,7 @@ pub async fn pause_workflows(
     lock_workflows(&mut tx, &ids).await?;
     let (mut paused, mut steps) = (Vec::new(), 0);
     for &workflow in &ids {
+        within_adapters(&mut tx, operator, workflow, "pause").await?;
         let by = operator.actor().label();
         if let Pausing::Paused(_) = pause::pause(&mut tx, workflow, &by, &reason).await? {
             steps += hold_paused(&mut tx, operator, workflow, &reason).await?;
@@ -134,6 +157,7 @@ pub async fn resume_workflow(
     let reason = admit_control(operator.role, Role::Operator, "Resuming a workflow", reason)?;
     let mut tx = pool.begin().await?;
     lock_workflows(&mut tx, &[workflow]).await?;
+    within_adapters(&mut tx, operator, workflow, "resume").await?;
     let Some(pause) = pause::resume(&mut tx, workflow).await? else {
         return Err(
             match crate::store::workflow::by_id(&mut *tx, workflow).await? {

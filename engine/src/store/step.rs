@@ -286,3 +286,17 @@ pub async fn workflow_exists(pool: &sqlx::PgPool, id: Uuid) -> sqlx::Result<bool
     .fetch_one(pool)
     .await
 }
+
+/// The adapters the steps of `workflow` call, each once.
+pub async fn adapters_of_workflow(
+    conn: &mut PgConnection,
+    workflow: Uuid,
+) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar!(
+        r#"select distinct adapter as "adapter!" from step
+           where workflow_id = $1 and adapter is not null"#,
+        workflow
+    )
+    .fetch_all(conn)
+    .await
+}

@@ -1,6 +1,6 @@
 //! A token made with `--adapters` changes nothing beyond those adapters: no adapter file or
-//! definition that reaches another, no action and no bulk run on another's steps
-//! (docs/security.md, "API tokens carry a role and a scope").
+//! definition that reaches another, no action, bulk run or incident resolution on another's
+//! steps, no pause of a workflow reaching another (docs/security.md).
 
 use engine::domain::{ContractKind, Role};
 use engine::store::journal::Actor;
@@ -147,4 +147,51 @@ async fn a_token_limited_to_some_adapters_neither_acts_on_nor_bulk_runs_another_
     let (status, done) = post_if_match(&pool, &uri, &letters, None, waive).await;
     assert_eq!(status, StatusCode::OK, "{done}");
     assert_eq!(state().await, "waived");
+}
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_token_limited_to_some_adapters_neither_pauses_a_workflow_reaching_another_nor_resolves_its_incident(
+    pool: PgPool,
+) {
+    let step = fixture_review_step(&pool, ContractKind::Opaque, "scope-2").await;
+    let workflow = crate::console::workflow_of(&pool, step).await;
+    let mailer = limited(&pool, "mail-oncall", Role::Approver, false, &["mail"]).await;
+    let (status, refused) = post_if_match(
+        &pool,
+        &format!("/api/v1/workflows/{workflow}/pause"),
+        &mailer,
+        None,
+        json!({"reason": "not ours"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+    let paused: i64 =
+        sqlx::query_scalar("select count(*) from workflow where paused_at is not null")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(paused, 0);
+
+    let mut tx = pool.begin().await.unwrap();
+    let incident =
+        engine::store::incident::open_duplicate_incident(&mut tx, step, &[("x-scope-2", None)])
+            .await
+            .unwrap();
+    tx.commit().await.unwrap();
+    let (status, refused) = post_if_match(
+        &pool,
+        &format!("/api/v1/incidents/{incident}/resolve"),
+        &mailer,
+        None,
+        json!({"canonical": "x-scope-2", "disposition": "accept_unresolved", "reason": "not ours"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+    let resolved: Option<chrono::DateTime<chrono::Utc>> =
+        sqlx::query_scalar("select resolved_at from integrity_incident where id = $1")
+            .bind(incident)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(resolved, None);
 }
