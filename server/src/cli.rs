@@ -190,7 +190,8 @@ pub(crate) struct WorkerArgs {
     pub(crate) database: DatabaseArgs,
     #[command(flatten)]
     pub(crate) workers: WorkerTuning,
-    /// Serve this process's latency histograms at `http://ADDR/metrics` (off when unset).
+    /// Serve this process's latency histograms at `http://ADDR/metrics`, to an API token without
+    /// a creation-key prefix (off when unset).
     #[arg(long, env = "Z29C_WORKER_METRICS_ADDR")]
     pub(crate) metrics_addr: Option<SocketAddr>,
 }

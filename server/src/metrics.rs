@@ -62,7 +62,7 @@ pub fn process_histograms() -> String {
 }
 
 /// `GET /metrics` of a `z29c worker --metrics-addr`: the process's histograms only (the
-/// durable figures are the serving process's to report).
+/// durable figures are the serving process's to report), once `http::scrape` let the token in.
 pub async fn scrape_process() -> impl IntoResponse {
     (
         StatusCode::OK,

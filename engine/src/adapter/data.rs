@@ -157,11 +157,24 @@ impl DataAdapter {
             .is_none_or(|proven| proven.contains(&Claim::Withdrawal))
     }
 
-    /// Whether rule `index` of `operation` may conclude that nothing happened.
+    /// Whether rule `index` of `operation` may conclude that nothing happened. A delivery rule
+    /// reading an answer as failed before effect was proven by the lookup finding nothing, so
+    /// it counts only while the lookup does (refuted since, by a later run or in production,
+    /// its witness proves nothing). Without a lookup, verification proves no such rule: one
+    /// trusted then was registered as trusted (`apply::register_trusted`).
     fn rule_proven(&self, operation: Operation, index: usize) -> bool {
-        self.proven
-            .as_ref()
-            .is_none_or(|proven| proven.contains(&Claim::Rule { operation, index }))
+        let needs_no_witness = operation != Operation::Deliver
+            || self.spec.lookup.is_none()
+            || self
+                .spec
+                .deliver
+                .outcomes
+                .get(index)
+                .is_none_or(|rule| rule.failed_before_effect.is_none());
+        self.proven.as_ref().is_none_or(|proven| {
+            proven.contains(&Claim::Rule { operation, index })
+                && (needs_no_witness || proven.contains(&Claim::Lookup))
+        })
     }
 
     fn deadline(&self) -> Duration {

@@ -30,7 +30,7 @@ impl AttemptOutcome {
     pub fn label(self) -> &'static str {
         match self {
             AttemptOutcome::Rejected => "Rejected",
-            AttemptOutcome::FailedBeforeEffect => "Failed before any effect",
+            AttemptOutcome::FailedBeforeEffect => "No effect",
             AttemptOutcome::OutcomeUnknown => "Outcome unknown",
             AttemptOutcome::Succeeded => "Succeeded",
         }
@@ -239,6 +239,21 @@ pub enum ObservationKind {
 mod tests {
     use super::super::contract::fixtures::opaque;
     use super::*;
+
+    #[test]
+    fn no_attempt_label_says_failed() {
+        for outcome in [
+            AttemptOutcome::Rejected,
+            AttemptOutcome::FailedBeforeEffect,
+            AttemptOutcome::OutcomeUnknown,
+            AttemptOutcome::Succeeded,
+        ] {
+            assert!(
+                !outcome.label().to_lowercase().contains("fail"),
+                "{outcome:?}"
+            );
+        }
+    }
 
     fn outcome(o: TransportObservation) -> AttemptOutcome {
         o.outcome()

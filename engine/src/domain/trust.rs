@@ -170,32 +170,34 @@ pub fn trusted_contract(
 }
 
 /// The contract that speaks for a request sent under adapter version `sent` while `current` is
-/// in force: `trusted` when they are one version (or nothing was sent yet), else none of its
-/// claims. What a later version's verification proved was proven for that version's requests,
-/// not for this one (a key it adds was never on this request), so a person decides with the
-/// actions that rest on no claim, as recovery does (docs/DESIGN.md §5).
+/// in force: `trusted` when they are one version (or nothing was sent yet), else none of the
+/// claims about that request. What a later version's verification proved was proven for that
+/// version's requests, not for this one (a key it adds was never on this request), so a person
+/// decides with the actions that rest on no such claim, as recovery does (docs/DESIGN.md §5).
+/// The withdrawal stays: withdrawing is a new request, sent under the current version, whose
+/// own claim speaks for it.
 pub fn for_request_sent_under(
     trusted: SideEffectContract,
     sent: Option<i32>,
     current: Option<i32>,
 ) -> SideEffectContract {
     match (sent, current) {
-        (Some(sent), Some(current)) if sent != current => trusted_contract(&trusted, |_| false),
+        (Some(sent), Some(current)) if sent != current => {
+            trusted_contract(&trusted, |claim| *claim == Claim::Withdrawal)
+        }
         _ => trusted,
     }
 }
 
-/// The contract that speaks for a compensation step's request, a withdrawal. Its claim proves
-/// that withdrawing again under the withdrawal's key returns the first withdrawal: that is a
-/// same-key resend, and only while the claim counts. Nothing proves that the lookup finds
-/// withdrawals (verification looks up deliveries), so none is made: a "not found" would be the
-/// lookup's blindness, not proof that nothing was withdrawn.
+/// The contract that speaks for a compensation step's request, a withdrawal, once its outcome
+/// is in doubt: none of the delivery's claims. The delivery's key was proven on lost answers of
+/// deliveries; the withdrawal claim proves only that withdrawing again, with the first answer
+/// read, returns the first withdrawal (no lost answer of a withdrawal was provoked); and the
+/// lookup finds deliveries, so its "not found" would be blindness, not proof that nothing was
+/// withdrawn. A person decides, with the actions that rest on no claim.
 pub fn for_withdrawal(trusted: &SideEffectContract) -> SideEffectContract {
     SideEffectContract {
-        accepts_idempotency_key: matches!(
-            trusted.compensation,
-            Compensation::SupportedWithLimits(_)
-        ),
+        accepts_idempotency_key: false,
         query_by_client_reference: false,
         create_after_authoritative_absence: false,
         ..trusted.clone()
@@ -305,7 +307,7 @@ mod tests {
     }
 
     #[test]
-    fn a_withdrawal_in_doubt_is_resent_under_its_key_while_its_claim_counts_and_never_looked_up() {
+    fn a_withdrawal_in_doubt_is_neither_resent_nor_looked_up_but_goes_to_a_person() {
         use crate::domain::recovery::{
             RecoveryDecision, UnknownOutcomeFacts, decide_after_unknown,
         };
@@ -314,21 +316,19 @@ mod tests {
             recovery_deadline_passed: false,
             key_first_sent_ms_ago: None,
         };
-        // A lookup that finds deliveries, and a withdrawal whose claim counts.
+        // A key and a lookup for deliveries, and a withdrawal claim, all verified.
         let mut declared = queryable();
+        declared.accepts_idempotency_key = true;
         declared.compensation = Compensation::SupportedWithLimits("refunds".into());
-        let proven = for_withdrawal(&trusted_contract(&declared, |_| true));
-        assert_eq!(
-            decide_after_unknown(&proven, &facts),
-            RecoveryDecision::ResendSameKey
-        );
-        // The withdrawal claim refuted: neither a resend nor a lookup.
-        let refuted = for_withdrawal(&trusted_contract(&declared, |c| *c != Claim::Withdrawal));
-        assert!(!refuted.query_by_client_reference);
-        assert!(matches!(
-            decide_after_unknown(&refuted, &facts),
-            RecoveryDecision::Review { .. }
-        ));
+        for verified in [true, false] {
+            let trusted = trusted_contract(&declared, |c| verified || *c != Claim::Withdrawal);
+            let withdrawal = for_withdrawal(&trusted);
+            assert!(!withdrawal.query_by_client_reference);
+            assert!(matches!(
+                decide_after_unknown(&withdrawal, &facts),
+                RecoveryDecision::Review { .. }
+            ));
+        }
     }
 
     #[test]

@@ -162,7 +162,7 @@ pub async fn run(pool: &PgPool, id: Uuid) -> sqlx::Result<()> {
         return Ok(());
     };
     let mut operator = Operator {
-        id: Uuid::nil(),
+        id: r.author_token.unwrap_or_else(Uuid::nil),
         username: r.author.clone(),
         role: r.role,
         // A run acts as its author did: a token's items are audited as the API's.

@@ -84,6 +84,8 @@ pub struct UnfinishedRun {
     pub author: String,
     pub role: Role,
     pub by_token: bool,
+    /// The token that started it, when one did: four eyes counts its items as its person's.
+    pub author_token: Option<Uuid>,
     pub action: OperatorAction,
     pub reason: String,
     pub residual_uncertainty: Option<String>,
@@ -96,8 +98,8 @@ where
     E: Executor<'e, Database = Postgres>,
 {
     let row = sqlx::query!(
-        r#"select author, author_role as "role: Role", by_token, action as "action: OperatorAction",
-                  reason, residual_uncertainty, rate_per_sec
+        r#"select author, author_role as "role: Role", by_token, author_token,
+                  action as "action: OperatorAction", reason, residual_uncertainty, rate_per_sec
            from bulk_run where id = $1 and finished_at is null"#,
         id
     )
@@ -107,6 +109,7 @@ where
         author: r.author,
         role: r.role,
         by_token: r.by_token,
+        author_token: r.author_token,
         action: r.action,
         reason: r.reason,
         residual_uncertainty: r.residual_uncertainty,

@@ -226,3 +226,43 @@ async fn a_key_production_refutes_stops_a_running_workers_resends_at_once(pool: 
     assert_eq!(attempts, 1, "resent under a refuted key ({state:?})");
     assert_eq!(charges_for(&destination, "order-refuted").await.len(), 1);
 }
+
+#[sqlx::test(migrator = "engine::db::MIGRATOR")]
+async fn a_failed_before_effect_rule_counts_only_while_the_lookup_that_proved_it_does(
+    pool: PgPool,
+) {
+    use engine::adapter::Adapter;
+    use engine::domain::{InputDigest, Operation as Op, RequestKey, TransportObservation};
+    let destination = payments(&pool, Config::payments()).await;
+    let source = file(PAYMENTS, &destination.base_url());
+    // Rule 3 reads a parameter error as failed before effect; the lookup proved it.
+    let rule = Claim::Rule {
+        operation: Op::Deliver,
+        index: 3,
+    };
+    let invalid = serde_json::json!({ "amount": 0, "currency": "eur", "customer": "cus_ada", "subject": "order-0" });
+    let send = |verified: Vec<Claim>| {
+        let source = source.clone();
+        let invalid = invalid.clone();
+        async move {
+            let built = apply::build(&source).unwrap();
+            let contract = built.contract().clone();
+            let adapter = built.with_trust(contract, verified);
+            let key = RequestKey::from(format!("w/charge-{}", Uuid::new_v4()));
+            let digest = InputDigest::of_json(&invalid);
+            let prepared = adapter.prepare(&key, &invalid, &digest).unwrap();
+            adapter.deliver(&key, &prepared).await
+        }
+    };
+    let with_lookup = send(vec![Claim::Delivery, Claim::Lookup, rule.clone()]).await;
+    assert!(
+        matches!(with_lookup, TransportObservation::NotAccepted { .. }),
+        "{with_lookup:?}"
+    );
+    // The lookup refuted since (a later run, or production): its witness proves nothing.
+    let without = send(vec![Claim::Delivery, rule]).await;
+    assert!(
+        matches!(without, TransportObservation::Unproven { .. }),
+        "{without:?}"
+    );
+}

@@ -114,7 +114,12 @@ impl Worker {
     ) -> Settle {
         let contract = adapter.contract();
         match outcome {
-            // The key's age matters only to a replay, which `recover` decides with it.
+            // The key's age matters only to a replay, which `recover` decides with it; a
+            // withdrawal is decided by its own claim, as `recover` decides it.
+            AttemptOutcome::OutcomeUnknown if step.withdraws.is_some() => {
+                let withdrawal = crate::domain::trust::for_withdrawal(contract);
+                self.after_unknown(step, &withdrawal, None, None)
+            }
             AttemptOutcome::OutcomeUnknown => self.after_unknown(step, contract, None, None),
             AttemptOutcome::Rejected | AttemptOutcome::FailedBeforeEffect => {
                 let attempts = step.attempt_count.max(1);
