@@ -193,7 +193,7 @@ fn trust_of(e: &engine::read::evidence::Evidence) -> String {
     };
     match e.sent_version {
         Some(sent) if sent != trust.version => format!(
-            "{} This request was sent under version {sent}: what version {} proved says nothing about it, so only the actions that rest on no claim are offered.",
+            "{} This request was sent under version {sent}: what version {} proved says nothing about it, so only the actions that rest on no claim about it are offered.",
             trust.sentence(),
             trust.version
         ),

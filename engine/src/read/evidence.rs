@@ -18,9 +18,8 @@ pub struct Evidence {
     pub definition_version: i32,
     pub state: StepState,
     pub adapter: Option<String>,
-    /// The trusted contract as it speaks for this step's request: none of its claims when the
-    /// request was sent under another version than the adapter's current one
-    /// (`domain::trust::for_request_sent_under`).
+    /// The trusted contract as it speaks for this step's request, as the action reads it
+    /// (`store::action::StepFacts::contract`).
     pub contract: Option<SideEffectContract>,
     /// The adapter version the request was sent under, once it was.
     #[serde(default)]

@@ -18,9 +18,9 @@ pub struct StepFacts {
     pub logical: String,
     pub definition_version: i32,
     pub adapter: Option<String>,
-    /// The trusted contract as it speaks for this step's request: none of its claims when the
-    /// request was sent under another version of the adapter, and for a withdrawal only what
-    /// its withdrawal claim proves.
+    /// The trusted contract as it speaks for this step's request: none of the claims about it
+    /// when it was sent under another version of the adapter (withdrawing it stays), and none
+    /// of the delivery's claims when it is a withdrawal.
     pub contract: Option<SideEffectContract>,
     pub request_key: Option<String>,
     pub receipt_reference: Option<String>,
