@@ -8,8 +8,17 @@ use tower::ServiceExt;
 use crate::support::{app, fixture};
 
 async fn get(pool: PgPool, uri: &str) -> (StatusCode, String) {
-    let response = app(pool)
-        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+    get_from(app(pool), uri, None).await
+}
+
+/// `GET uri` of `router`, with `token` as its bearer when given: the status and the body.
+async fn get_from(router: axum::Router, uri: &str, token: Option<&str>) -> (StatusCode, String) {
+    let mut request = Request::get(uri);
+    if let Some(token) = token {
+        request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    let response = router
+        .oneshot(request.body(Body::empty()).unwrap())
         .await
         .unwrap();
     let status = response.status();
@@ -91,23 +100,6 @@ async fn metrics_expose_the_projection_counters_and_current_gauges(pool: PgPool)
     assert!(text.contains("process_resident_memory_bytes"), "{text}");
 }
 
-/// A request to `GET /metrics` of `router` with `token` as its bearer, if any.
-async fn scrape_with(router: axum::Router, token: Option<&str>) -> (StatusCode, String) {
-    let mut request = Request::get("/metrics");
-    if let Some(token) = token {
-        request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
-    }
-    let response = router
-        .oneshot(request.body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (status, String::from_utf8(body.to_vec()).unwrap())
-}
-
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn metrics_answer_only_a_token_that_sees_every_workflow_and_fold_nothing_for_others(
     pool: PgPool,
@@ -131,13 +123,13 @@ async fn metrics_answer_only_a_token_that_sees_every_workflow_and_fold_nothing_f
         (Some("z29c_not_a_token"), StatusCode::UNAUTHORIZED),
         (Some(scoped.as_str()), StatusCode::FORBIDDEN),
     ] {
-        let (status, body) = scrape_with(app(pool.clone()), token).await;
+        let (status, body) = get_from(app(pool.clone()), "/metrics", token).await;
         assert_eq!(status, refused, "{token:?}: {body}");
         assert!(!body.contains("z29c_recovery_path_total"), "{body}");
         assert_eq!(deltas().await, 1, "{token:?} folded the counts");
     }
     let viewer = crate::api::token(&pool, "prometheus", Role::Viewer, None).await;
-    let (status, body) = scrape_with(app(pool.clone()), Some(&viewer)).await;
+    let (status, body) = get_from(app(pool.clone()), "/metrics", Some(&viewer)).await;
     assert_eq!(status, StatusCode::OK);
     assert!(
         body.contains(r#"z29c_recovery_path_total{path="replay"} 3"#),
@@ -152,13 +144,16 @@ async fn a_workers_metrics_listener_answers_only_a_token_that_sees_every_workflo
     let worker = || server::http::scrape::worker_router(pool.clone());
     let scoped = crate::api::token(&pool, "team", Role::Viewer, Some("team-")).await;
     assert_eq!(
-        scrape_with(worker(), None).await.0,
+        get_from(worker(), "/metrics", None).await.0,
         StatusCode::UNAUTHORIZED
     );
     assert_eq!(
-        scrape_with(worker(), Some(&scoped)).await.0,
+        get_from(worker(), "/metrics", Some(&scoped)).await.0,
         StatusCode::FORBIDDEN
     );
     let viewer = crate::api::token(&pool, "prometheus", Role::Viewer, None).await;
-    assert_eq!(scrape_with(worker(), Some(&viewer)).await.0, StatusCode::OK);
+    assert_eq!(
+        get_from(worker(), "/metrics", Some(&viewer)).await.0,
+        StatusCode::OK
+    );
 }
