@@ -161,13 +161,30 @@ pub(crate) async fn charges_for(destination: &RunningDestination, order: &str) -
     ledger.charges_for(order).map(|c| c.id.clone()).collect()
 }
 
-/// What the decision table offers for the charge of `workflow` now.
-async fn offered(pool: &PgPool, workflow: Uuid) -> Vec<OperatorAction> {
-    let step: Uuid = sqlx::query_scalar("select id from step where workflow_id = $1")
+/// The destination takes the next charge for `order`, and the answer never comes.
+pub(crate) fn lose_answer_once(destination: &RunningDestination, order: &str) {
+    destination
+        .set_faults(FaultPlan::rules([FaultRule::new(
+            Operation::Deliver,
+            Match::ClientReference(order.into()),
+            Fault::DropResponse {},
+        )
+        .times(1)]))
+        .unwrap();
+}
+
+/// The charge step of `workflow` (its only step).
+pub(crate) async fn charge_of(pool: &PgPool, workflow: Uuid) -> Uuid {
+    sqlx::query_scalar("select id from step where workflow_id = $1")
         .bind(workflow)
         .fetch_one(pool)
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// What the decision table offers for the charge of `workflow` now.
+async fn offered(pool: &PgPool, workflow: Uuid) -> Vec<OperatorAction> {
+    let step = charge_of(pool, workflow).await;
     let mut conn = pool.acquire().await.unwrap();
     let facts = engine::store::action::read_facts(&mut conn, step)
         .await
@@ -402,14 +419,7 @@ async fn a_lost_answer_at_a_provider_without_keys_is_recovered_by_walking_its_li
     let destination = payments(&pool, Config::basic_payments()).await;
     let url = destination.base_url();
     applied(&pool, &file(BASIC, &url), Some(&url)).await;
-    destination
-        .set_faults(FaultPlan::rules([FaultRule::new(
-            Operation::Deliver,
-            Match::ClientReference("order-lost".into()),
-            Fault::DropResponse {},
-        )
-        .times(1)]))
-        .unwrap();
+    lose_answer_once(&destination, "order-lost");
     let worker = worker(&pool, Adapters::load(&pool).await.unwrap());
     let workflow = start(&pool, "order-lost").await;
 
@@ -440,14 +450,7 @@ async fn a_key_the_sandbox_refutes_leaves_no_same_key_retry_for_a_step_in_review
         "unknown_outcome_policy: review",
     );
     applied(&pool, &source, Some(&honest.base_url())).await;
-    honest
-        .set_faults(FaultPlan::rules([FaultRule::new(
-            Operation::Deliver,
-            Match::ClientReference("order-review".into()),
-            Fault::DropResponse {},
-        )
-        .times(1)]))
-        .unwrap();
+    lose_answer_once(&honest, "order-review");
     let worker = worker(&pool, Adapters::load(&pool).await.unwrap());
     let workflow = start(&pool, "order-review").await;
     until(&pool, &worker, workflow, StepState::ReviewRequired).await;

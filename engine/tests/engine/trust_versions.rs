@@ -1,6 +1,7 @@
 //! What speaks for a request: the claims of the adapter version it was sent under (what a
-//! later version's verification proved says nothing about it), and for a withdrawal only the
-//! withdrawal claim, while it counts (docs/DESIGN.md §5).
+//! later version's verification proved says nothing about it); a withdrawal is sent only while
+//! its claim counts; and a rule proven by a lookup counts only while the lookup does
+//! (docs/DESIGN.md §5).
 
 use destinations::{Config, Fault, FaultPlan, FaultRule, Match, Operation};
 use engine::adapter::apply::{self, Verified};
@@ -10,15 +11,10 @@ use engine::recovery::{Action, ActionError, Request};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::trust::{PAYMENTS, applied, charges_for, file, payments, start, until, worker};
-
-async fn charge_of(pool: &PgPool, workflow: Uuid) -> Uuid {
-    sqlx::query_scalar("select id from step where workflow_id = $1")
-        .bind(workflow)
-        .fetch_one(pool)
-        .await
-        .unwrap()
-}
+use crate::trust::{
+    PAYMENTS, applied, charge_of, charges_for, file, lose_answer_once, payments, start, until,
+    worker,
+};
 
 #[sqlx::test(migrator = "engine::db::MIGRATOR")]
 async fn a_request_sent_under_one_version_gets_no_retry_from_the_next_versions_claims(
@@ -30,14 +26,7 @@ async fn a_request_sent_under_one_version_gets_no_retry_from_the_next_versions_c
         "unknown_outcome_policy: review",
     );
     applied(&pool, &v1, Some(&destination.base_url())).await;
-    destination
-        .set_faults(FaultPlan::rules([FaultRule::new(
-            Operation::Deliver,
-            Match::ClientReference("order-v1".into()),
-            Fault::DropResponse {},
-        )
-        .times(1)]))
-        .unwrap();
+    lose_answer_once(&destination, "order-v1");
     let worker = worker(&pool, Adapters::load(&pool).await.unwrap());
     let workflow = start(&pool, "order-v1").await;
     until(&pool, &worker, workflow, StepState::ReviewRequired).await;
@@ -179,14 +168,7 @@ async fn a_key_production_refutes_stops_a_running_workers_resends_at_once(pool: 
     let destination = payments(&pool, Config::payments()).await;
     let source = file(PAYMENTS, &destination.base_url());
     applied(&pool, &source, Some(&destination.base_url())).await;
-    destination
-        .set_faults(FaultPlan::rules([FaultRule::new(
-            Operation::Deliver,
-            Match::ClientReference("order-refuted".into()),
-            Fault::DropResponse {},
-        )
-        .times(1)]))
-        .unwrap();
+    lose_answer_once(&destination, "order-refuted");
     // Loaded while the key counted, and never reloaded (a library worker has no refresh).
     let worker = worker(&pool, Adapters::load(&pool).await.unwrap());
     let workflow = start(&pool, "order-refuted").await;
