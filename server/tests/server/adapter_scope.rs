@@ -13,8 +13,15 @@ use crate::api::call;
 use crate::console::fixture_review_step;
 use crate::ops_api::post_if_match;
 
-/// A token `name` with `role` that may use only the adapters `limit` names.
-async fn limited(pool: &PgPool, name: &str, role: Role, configure: bool, limit: &[&str]) -> String {
+/// A token `name` with `role` (that may configure when `configure`) that may use only the
+/// adapters `limit` names.
+pub(crate) async fn limited(
+    pool: &PgPool,
+    name: &str,
+    role: Role,
+    configure: bool,
+    limit: &[&str],
+) -> String {
     let limit: Vec<String> = limit.iter().map(|a| (*a).to_owned()).collect();
     let new = NewToken {
         name,

@@ -3,8 +3,6 @@
 //! step's evidence, and the audit log names the token.
 
 use engine::domain::{ContractKind, Role};
-use engine::store::journal::Actor;
-use engine::store::token::NewToken;
 use http::StatusCode;
 use serde_json::json;
 use sqlx::PgPool;
@@ -112,21 +110,8 @@ async fn a_hold_is_refused_to_operators_prefixed_tokens_other_adapters_and_no_re
         post(&pool, uri, &prefixed, body.clone()).await.0,
         StatusCode::FORBIDDEN
     );
-    let mail = ["mail".to_owned()];
-    let mail_only = engine::store::token::create(
-        &pool,
-        &NewToken {
-            name: "mailer",
-            role: Role::Approver,
-            creation_key_prefix: None,
-            may_configure: false,
-            adapters: Some(&mail),
-            on_behalf_of: None,
-        },
-        Actor::Engine("test"),
-    )
-    .await
-    .unwrap();
+    let mail_only =
+        crate::adapter_scope::limited(&pool, "mailer", Role::Approver, false, &["mail"]).await;
     assert_eq!(
         post(&pool, uri, &mail_only, body.clone()).await.0,
         StatusCode::FORBIDDEN
